@@ -1,0 +1,358 @@
+/* qcore/plugin.h - the plugin ABI: the only header a qcore plugin includes. */
+#ifndef QCORE_PLUGIN_H
+#define QCORE_PLUGIN_H
+
+/*
+ * A plugin is a shared object that exports one symbol, QC_PLUGIN_ENTRY_SYMBOL,
+ * of type `const qc_plugin_entry`.  The host dlopen()s it with
+ * RTLD_NOW|RTLD_LOCAL, checks `abi_version` and `struct_size`, then calls
+ * `init` with a table of host functions (`qc_host_api`).  Plugins never link
+ * against libqcore: everything they need from the host is in that table.
+ *
+ * Growth rules (as SQLite's sqlite3_api_routines and CLAP's entry):
+ *  - every struct starts with `struct_size` (and the entry and host table with
+ *    `abi_version` before it);
+ *  - new fields are only ever appended; a reader checks `struct_size` before
+ *    touching a field past the first version's end;
+ *  - QC_PLUGIN_ABI_VERSION changes only when an existing field changes meaning.
+ *
+ * Ownership and threads are stated per pointer.  "host-owned" means the host
+ * allocated it and frees it; "plugin-owned, static" means it must live until
+ * the plugin's `deinit` returns (string literals and static tables do).
+ * Unless a comment says otherwise every callback may be called from any host
+ * thread, but never concurrently on the same packed weight.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define QC_PLUGIN_ABI_VERSION 1u
+#define QC_PLUGIN_ENTRY_SYMBOL "qcore_plugin_entry"
+
+#if defined(__GNUC__)
+#define QC_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define QC_PLUGIN_EXPORT
+#endif
+
+/* Status codes shared by host and plugins. */
+typedef enum qc_status {
+    QC_OK = 0,
+    QC_ERR_INVALID = 1,     /* bad argument or shape */
+    QC_ERR_NOMEM = 2,       /* an allocation failed */
+    QC_ERR_UNSUPPORTED = 3, /* the format/kernel cannot do this */
+    QC_ERR_IO = 4,
+    QC_ERR_INTERNAL = 5
+} qc_status;
+
+/* Element types.  Values are part of the ABI: append only. */
+typedef enum qc_dtype {
+    QC_DT_NONE = 0,
+    QC_DT_F32,
+    QC_DT_F16,
+    QC_DT_BF16,
+    QC_DT_I8,
+    QC_DT_U8,
+    QC_DT_I4,      /* signed 4-bit, two per byte */
+    QC_DT_U4,      /* unsigned 4-bit, two per byte */
+    QC_DT_I32,
+    QC_DT_F8_E4M3, /* OCP E4M3 "fn": max 448, no inf */
+    QC_DT_F8_E5M2,
+    QC_DT_F4_E2M1,
+    QC_DT_E8M0,    /* OCP MX shared scale */
+    QC_DT_F64,
+    QC_DT_I64,
+    QC_DT_COUNT_
+} qc_dtype;
+
+/* Where one scale applies. */
+typedef enum qc_granularity {
+    QC_GRAN_NONE = 0,
+    QC_GRAN_TENSOR,  /* one scale for the whole tensor */
+    QC_GRAN_CHANNEL, /* one per output channel (row of W) */
+    QC_GRAN_GROUP,   /* one per `group_size` consecutive K elements of a row */
+    QC_GRAN_BLOCK,   /* one per block_n x block_k tile */
+    QC_GRAN_TOKEN,   /* one per activation row (dynamic) */
+    QC_GRAN_HEAD,    /* one per attention head (KV caches) */
+    QC_GRAN_COUNT_
+} qc_granularity;
+
+/* What a format is for. */
+typedef enum qc_format_kind {
+    QC_FORMAT_LINEAR = 1,  /* weights of a linear layer, y = x W^T */
+    QC_FORMAT_KV_CACHE = 2 /* keys and values of the attention cache */
+} qc_format_kind;
+
+typedef enum qc_phase {
+    QC_PHASE_PREFILL = 1,
+    QC_PHASE_DECODE = 2
+} qc_phase;
+#define QC_PHASE_ANY (QC_PHASE_PREFILL | QC_PHASE_DECODE)
+
+/* A CUDA compute capability as major*10+minor: 80 = sm_80, 90 = sm_90.  An
+ * `a` suffix (sm_90a) is a property of the compile, not of the range. */
+typedef struct qc_arch_range {
+    uint32_t min_sm; /* inclusive; 0 = CPU-only (no GPU arch) */
+    uint32_t max_sm; /* inclusive; QC_SM_ANY = no upper bound */
+} qc_arch_range;
+#define QC_SM_ANY 0xFFFFu
+
+/* Why something is not eligible: a short machine code and a sentence.
+ * Codes used by the core: "arch", "align_n", "align_k", "group", "m_range",
+ * "phase", "missing", "compile", "policy", "shape".  Plugins may add their own
+ * (lower-case, no spaces). */
+#define QC_REASON_CODE_MAX 24
+#define QC_REASON_TEXT_MAX 240
+typedef struct qc_reason {
+    char code[QC_REASON_CODE_MAX]; /* "" when eligible */
+    char text[QC_REASON_TEXT_MAX];
+} qc_reason;
+
+/* The problem a format or kernel is asked to take. */
+typedef struct qc_problem {
+    uint32_t struct_size;
+    uint32_t sm;          /* device arch (major*10+minor); 0 = CPU reference */
+    int64_t m, n, k;      /* y[m,n] = x[m,k] W[n,k]^T */
+    uint32_t group_size;  /* weight group size asked for; 0 = format default */
+    qc_phase phase;
+    const char *layer;    /* layer name or NULL; host-owned, valid during the call */
+} qc_problem;
+
+/* ---- buffers of a prepared (quantized and packed) weight ---------------- */
+
+/* Memory-ledger categories: resident bytes are reported per category. */
+typedef enum qc_mem_category {
+    QC_MEM_WEIGHTS = 0,
+    QC_MEM_SCALES,
+    QC_MEM_ZEROS,
+    QC_MEM_PADDING,
+    QC_MEM_KV,
+    QC_MEM_ACTIVATIONS,
+    QC_MEM_WORKSPACE,
+    QC_MEM_GRAPH_POOL,
+    QC_MEM_COUNT_
+} qc_mem_category;
+
+#define QC_MAX_WEIGHT_BUFFERS 6
+typedef struct qc_buffer {
+    const char *name;         /* e.g. "qweight", "scales": plugin-owned, static */
+    void *data;               /* allocated with host->alloc; owner: the qc_packed_weight */
+    size_t bytes;             /* resident bytes, padding included */
+    qc_dtype dtype;
+    qc_mem_category category;
+} qc_buffer;
+
+/* A weight in a format's own layout.  Filled by `quantize` or an importer;
+ * released by the host with `release` (or host->free on each buffer when the
+ * format has no `release`). */
+typedef struct qc_packed_weight {
+    uint32_t struct_size;
+    const char *format;       /* format name, plugin-owned, static */
+    int64_t n, k;             /* logical shape [n, k] */
+    int64_t n_padded, k_padded;
+    uint32_t group_size;      /* 0 when the format has no groups */
+    uint32_t scheme;          /* format-specific variant id (documented by the format) */
+    uint32_t pack_version;    /* layout version, recorded in run manifests */
+    uint32_t n_buffers;
+    qc_buffer buffers[QC_MAX_WEIGHT_BUFFERS];
+    double logical_bits;      /* bits per weight the format advertises */
+} qc_packed_weight;
+
+/* What a quantizer gets. */
+typedef struct qc_quant_request {
+    uint32_t struct_size;
+    const float *w;           /* [n, k] row-major source weights; host-owned */
+    int64_t n, k;
+    uint32_t group_size;      /* 0 = format default */
+    const char *scheme;       /* format-specific recipe name, NULL = default */
+    const float *act_absmax;  /* [k] calibration statistic or NULL */
+    float act_scale;          /* static activation scale, 0 = dynamic */
+} qc_quant_request;
+
+/* ---- kernels ------------------------------------------------------------ */
+
+/* Parameter types: they map to libffi types for the C reference and to the
+ * byte layout cuLaunchKernel expects for the GPU version. */
+typedef enum qc_param_type {
+    QC_PARAM_PTR = 1, /* a pointer (host for the reference, device for CUDA) */
+    QC_PARAM_I32,
+    QC_PARAM_U32,
+    QC_PARAM_I64,
+    QC_PARAM_F32,
+    QC_PARAM_F64
+} qc_param_type;
+
+/* One parameter of a kernel.  `name` binds it to the caller's arguments:
+ * conventional names for linear kernels are "x", "y", "m", "n", "k",
+ * "group_size" and "w.<buffer name>" for the packed weight's buffers. */
+typedef struct qc_kernel_param {
+    const char *name;   /* plugin-owned, static */
+    qc_param_type type;
+} qc_kernel_param;
+
+/* Launch geometry for the CUDA version, computed per problem. */
+typedef struct qc_launch_dims {
+    uint32_t grid[3];
+    uint32_t block[3];
+    uint32_t shared_bytes;
+} qc_launch_dims;
+
+/* A kernel: one parameter signature, a C reference with that signature and
+ * optionally CUDA source whose entry takes the same parameters in the same
+ * order.  The reference is called through libffi from the same argument
+ * array that cuLaunchKernel takes (an array of pointers to each value). */
+typedef struct qc_kernel_desc {
+    uint32_t struct_size;
+    const char *id;               /* namespaced, e.g. "w4a16.gemm_decode"; plugin-owned, static */
+    const char *format;           /* the format it computes */
+    uint32_t phases;              /* QC_PHASE_* mask it is meant for */
+    int64_t m_min, m_max;         /* M range it is meant for (inclusive); m_max 0 = unbounded */
+    qc_arch_range arch;           /* where the CUDA version may run */
+    uint32_t n_params;
+    const qc_kernel_param *params;  /* [n_params], plugin-owned, static */
+    void (*reference)(void);      /* C reference, cast to the real signature by libffi; may be NULL */
+    const char *cuda_source;      /* CUDA C++ for NVRTC, or NULL; plugin-owned, static */
+    const char *cuda_entry;       /* extern "C" __global__ name in cuda_source */
+    const char *const *nvrtc_options; /* NULL-terminated extra options or NULL */
+    /* Launch geometry for a problem; required when cuda_source is set.
+     * Called from the thread that launches. */
+    void (*launch_dims)(const qc_problem *p, qc_launch_dims *out);
+    /* Extra eligibility beyond arch/M/phase, or NULL.  Returns 1 when
+     * eligible, else 0 and fills `why`. */
+    int (*eligible)(const qc_problem *p, qc_reason *why);
+} qc_kernel_desc;
+
+/* ---- formats ------------------------------------------------------------ */
+
+/* A format's capability descriptor and functions.  Function pointers that a
+ * format does not have yet are NULL: the host reports them as missing and
+ * never claims the format works. */
+typedef struct qc_format_desc {
+    uint32_t struct_size;
+    const char *name;             /* unique, e.g. "w4a16"; plugin-owned, static */
+    const char *summary;          /* one line for tables */
+    qc_format_kind kind;
+    qc_dtype weight_dtype;        /* element type of stored weights (or KV) */
+    qc_dtype act_dtype;           /* activations the GEMM consumes */
+    qc_dtype kv_dtype;            /* KV cache element type, NONE for linear formats */
+    qc_dtype accum_dtype;         /* accumulator */
+    qc_dtype scale_dtype;
+    qc_granularity weight_scale;  /* granularity of weight (or KV) scales */
+    qc_granularity act_scale;     /* granularity of activation scales, NONE if weight-only */
+    const uint32_t *group_sizes;  /* supported group sizes, plugin-owned, static; may be NULL */
+    uint32_t n_group_sizes;
+    uint32_t default_group_size;  /* 0 when groups do not apply */
+    qc_arch_range supported_arch; /* where some kernel of it runs */
+    qc_arch_range native_arch;    /* where it runs on native hardware paths */
+    uint32_t n_align, k_align;    /* tile alignment the kernels need on N and K */
+    double bits_per_weight;       /* storage bits per element */
+    double effective_bits;        /* including scales/zeros at the default group */
+
+    /* Quantize and pack `req->w` into `out` (buffers from host->alloc).  On
+     * failure returns non-zero and fills `why`; `out` is then left empty. */
+    qc_status (*quantize)(const qc_quant_request *req, qc_packed_weight *out, qc_reason *why);
+    /* Dequantize to float [n, k] (for checks and the CPU reference). */
+    qc_status (*dequantize)(const qc_packed_weight *w, float *out);
+    /* Free what quantize allocated; NULL = host->free every buffer. */
+    void (*release)(qc_packed_weight *w);
+    /* Format-level eligibility (shape, group size).  1 = eligible. */
+    int (*eligible)(const qc_problem *p, qc_reason *why);
+    /* Code statistics of a packed weight against its source [n, k]: the
+     * fraction of elements clipped to the largest code, and the fraction of
+     * the format's codes that occur.  May be NULL. */
+    qc_status (*code_stats)(const qc_packed_weight *w, const float *src, double *saturated_ratio,
+                            double *code_utilization);
+} qc_format_desc;
+
+/* ---- extensions (looked up with entry->get_extension) -------------------- */
+
+/* A tensor handed to an importer; host-owned, valid during the call. */
+typedef struct qc_named_tensor {
+    const char *name;         /* e.g. "qweight", "qzeros", "scales", "g_idx" */
+    const void *data;
+    size_t bytes;
+    qc_dtype dtype;
+    int ndim;
+    int64_t shape[4];         /* outermost first, as in PyTorch */
+} qc_named_tensor;
+
+/* "org.qcore.importer/1": convert another tool's packing into this format's
+ * own layout (exactly, never through a float round trip).  Layout names in
+ * use: "gptq" (v1 zeros, stored minus one), "gptq_v2", "awq", "gguf.q4_0",
+ * "gguf.q4_1", "gguf.q8_0". */
+#define QC_EXT_IMPORTER "org.qcore.importer/1"
+typedef struct qc_importer_ext {
+    uint32_t struct_size;
+    const char *const *layouts; /* NULL-terminated list of layouts it takes; static */
+    /* Import a weight of logical shape [n, k] (n outputs, k inputs). */
+    qc_status (*import)(const char *layout, const qc_named_tensor *tensors, size_t n_tensors, int64_t n,
+                        int64_t k, uint32_t group_size, qc_packed_weight *out, qc_reason *why);
+} qc_importer_ext;
+
+/* ---- the host table ----------------------------------------------------- */
+
+typedef struct qc_host qc_host; /* opaque; one per loaded plugin */
+
+typedef enum qc_log_level {
+    QC_LOG_ERROR = 0,
+    QC_LOG_WARN = 1,
+    QC_LOG_INFO = 2,
+    QC_LOG_DEBUG = 3
+} qc_log_level;
+
+/* Functions the host gives a plugin.  The table and `host` are host-owned and
+ * valid from init until deinit returns.  Append only. */
+typedef struct qc_host_api {
+    uint32_t abi_version;
+    uint32_t struct_size;
+    /* Log a line prefixed with the plugin's name.  Any thread. */
+    void (*log)(qc_host *host, qc_log_level level, const char *fmt, ...)
+#if defined(__GNUC__)
+        __attribute__((format(printf, 3, 4)))
+#endif
+        ;
+    /* Register a format.  Only during init.  The descriptor is copied by
+     * value; the pointers inside it must stay valid until deinit.  Returns
+     * non-zero (and logs why) when the name is taken or fields are invalid. */
+    qc_status (*register_format)(qc_host *host, const qc_format_desc *desc);
+    /* Register a kernel of a format this plugin registered.  Only during init. */
+    qc_status (*register_kernel)(qc_host *host, const qc_kernel_desc *desc);
+    /* Host allocator for packed buffers: 64-byte aligned, zero-filled.  Any thread. */
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *ptr);
+    /* A string from the plugin's section of qcore.ini ([plugin.<id>]), or
+     * NULL.  Host-owned; valid until deinit. */
+    const char *(*config)(qc_host *host, const char *key);
+} qc_host_api;
+
+/* ---- the entry ---------------------------------------------------------- */
+
+typedef struct qc_plugin_entry {
+    uint32_t abi_version;         /* QC_PLUGIN_ABI_VERSION the plugin was built against */
+    uint32_t struct_size;         /* sizeof(qc_plugin_entry) as the plugin saw it */
+    const char *id;               /* reverse-DNS id, e.g. "org.qcore.w4a16"; static */
+    const char *name;             /* short display name; static */
+    const char *version;          /* plugin version string; static */
+    const char *description;      /* one line; static */
+    /* Called once, on the loading thread, right after dlopen.  Registers
+     * formats and kernels through `api`.  Returns QC_OK, or a status with a
+     * message in err[errlen]. */
+    qc_status (*init)(const qc_host_api *api, qc_host *host, char *err, size_t errlen);
+    /* Called once before dlclose, on the thread that unloads. May be NULL. */
+    void (*deinit)(void);
+    /* Optional capabilities by namespaced string id (e.g.
+     * "org.qcore.importer.gptq/1"); returns a static struct or NULL.  May be
+     * NULL.  Any thread. */
+    const void *(*get_extension)(const char *id);
+} qc_plugin_entry;
+
+/* Plugins define: QC_PLUGIN_EXPORT const qc_plugin_entry qcore_plugin_entry = {...}; */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* QCORE_PLUGIN_H */

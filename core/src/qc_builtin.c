@@ -1,0 +1,121 @@
+/* qc_builtin.c - the core's own reference format, bf16, registered like a plugin. */
+#include <math.h>
+#include <string.h>
+
+#include "qc_internal.h"
+
+static const qc_host_api *g_api;
+
+/* Round-to-nearest-even f32 -> bf16; NaN stays a quiet NaN. */
+static uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static qc_status bf16_quantize(const qc_quant_request *req, qc_packed_weight *out, qc_reason *why) {
+    if (req->n <= 0 || req->k <= 0) {
+        qc_reason_set(why, "shape", "bf16: empty weight %lldx%lld", (long long)req->n, (long long)req->k);
+        return QC_ERR_INVALID;
+    }
+    size_t count = (size_t)req->n * (size_t)req->k;
+    uint16_t *w = g_api->alloc(count * 2);
+    if (!w) {
+        qc_reason_set(why, "nomem", "bf16: cannot allocate %zu bytes", count * 2);
+        return QC_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < count; i++) w[i] = f32_to_bf16(req->w[i]);
+    memset(out, 0, sizeof *out);
+    out->struct_size = sizeof *out;
+    out->format = "bf16";
+    out->n = out->n_padded = req->n;
+    out->k = out->k_padded = req->k;
+    out->pack_version = 1;
+    out->n_buffers = 1;
+    out->buffers[0] = (qc_buffer){"weight", w, count * 2, QC_DT_BF16, QC_MEM_WEIGHTS};
+    out->logical_bits = 16;
+    return QC_OK;
+}
+
+static qc_status bf16_dequantize(const qc_packed_weight *w, float *out) {
+    const uint16_t *src = w->buffers[0].data;
+    size_t count = (size_t)w->n * (size_t)w->k;
+    for (size_t i = 0; i < count; i++) out[i] = bf16_to_f32(src[i]);
+    return QC_OK;
+}
+
+/* y[m,n] = bf16(x)[m,k] . W[n,k]^T with f32 accumulation. */
+static void bf16_linear_ref(const float *x, const uint16_t *w, float *y, int64_t m, int64_t n, int64_t k) {
+    for (int64_t i = 0; i < m; i++) {
+        const float *xr = x + i * k;
+        for (int64_t j = 0; j < n; j++) {
+            const uint16_t *wr = w + j * k;
+            float acc = 0.f;
+            for (int64_t t = 0; t < k; t++) acc += bf16_to_f32(f32_to_bf16(xr[t])) * bf16_to_f32(wr[t]);
+            y[i * n + j] = acc;
+        }
+    }
+}
+
+static const qc_kernel_param bf16_params[] = {
+    {"x", QC_PARAM_PTR}, {"w.weight", QC_PARAM_PTR}, {"y", QC_PARAM_PTR},
+    {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64},        {"k", QC_PARAM_I64},
+};
+
+static qc_status builtin_init(const qc_host_api *api, qc_host *host, char *err, size_t errlen) {
+    (void)err;
+    (void)errlen;
+    g_api = api;
+    qc_format_desc f = {
+        .struct_size = sizeof f,
+        .name = "bf16",
+        .summary = "unquantized bf16 weights and activations (the reference baseline)",
+        .kind = QC_FORMAT_LINEAR,
+        .weight_dtype = QC_DT_BF16,
+        .act_dtype = QC_DT_BF16,
+        .accum_dtype = QC_DT_F32,
+        .scale_dtype = QC_DT_NONE,
+        .weight_scale = QC_GRAN_NONE,
+        .act_scale = QC_GRAN_NONE,
+        .supported_arch = {0, 0},
+        .native_arch = {0, 0},
+        .n_align = 1,
+        .k_align = 1,
+        .bits_per_weight = 16,
+        .effective_bits = 16,
+        .quantize = bf16_quantize,
+        .dequantize = bf16_dequantize,
+    };
+    if (api->register_format(host, &f) != QC_OK) return QC_ERR_INTERNAL;
+    qc_kernel_desc k = {
+        .struct_size = sizeof k,
+        .id = "bf16.linear_ref",
+        .format = "bf16",
+        .phases = QC_PHASE_ANY,
+        .m_min = 1,
+        .m_max = 0,
+        .n_params = sizeof bf16_params / sizeof bf16_params[0],
+        .params = bf16_params,
+        .reference = (void (*)(void))bf16_linear_ref,
+    };
+    return api->register_kernel(host, &k);
+}
+
+const qc_plugin_entry qc_builtin_entry = {
+    .abi_version = QC_PLUGIN_ABI_VERSION,
+    .struct_size = sizeof(qc_plugin_entry),
+    .id = "org.qcore.builtin",
+    .name = "builtin",
+    .version = QCORE_VERSION_STRING,
+    .description = "the core's reference formats",
+    .init = builtin_init,
+};

@@ -1,0 +1,130 @@
+/* qc_model_config.c - the shape of a Llama-family model from its HF config.json. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qc_util.h"
+
+#define CONFIG_MAX_BYTES (4u << 20)
+
+/* An integer field within [lo, hi]; `def` when absent (def < 0: required). */
+static int get_int(json_t *root, const char *key, long long def, long long lo, long long hi, int *out,
+                   const char *path, char *err, size_t errlen) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) {
+        if (def < 0) {
+            qc_errf(err, errlen, "%s: missing \"%s\"", path, key);
+            return -1;
+        }
+        *out = (int)def;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        qc_errf(err, errlen, "%s: \"%s\" must be an integer in [%lld, %lld]", path, key, lo, hi);
+        return -1;
+    }
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+qc_status qc_model_shape_load(const char *path, qc_model_shape *m, char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    size_t len;
+    char *text = qc_read_file(path, CONFIG_MAX_BYTES, &len, err, errlen);
+    if (!text) return QC_ERR_IO;
+    json_error_t je;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    free(text);
+    if (!root || !json_is_object(root)) {
+        if (root)
+            qc_errf(err, errlen, "%s: top level is not a JSON object", path);
+        else
+            qc_errf(err, errlen, "%s:%d:%d: %s", path, je.line, je.column, je.text);
+        json_decref(root);
+        return QC_ERR_INVALID;
+    }
+    qc_status st = QC_ERR_INVALID;
+    const char *mt = json_string_value(json_object_get(root, "model_type"));
+    json_t *archs = json_object_get(root, "architectures");
+    const char *arch = json_string_value(json_array_get(archs, 0));
+    qc_strlcpy(m->model_type, mt ? mt : "llama", sizeof m->model_type);
+    qc_strlcpy(m->architecture, arch ? arch : "", sizeof m->architecture);
+    static const char *known[] = {"llama", "mistral", "qwen2", "qwen3", NULL};
+    int ok = 0;
+    for (const char **k = known; *k; k++) ok |= strcmp(*k, m->model_type) == 0;
+    if (!ok) {
+        qc_errf(err, errlen, "%s: model_type \"%s\" is not a supported Llama-family architecture (llama, mistral, "
+                "qwen2, qwen3)", path, m->model_type);
+        goto out;
+    }
+    if (get_int(root, "hidden_size", -1, 1, 65536, &m->hidden, path, err, errlen) ||
+        get_int(root, "intermediate_size", -1, 1, 1 << 20, &m->intermediate, path, err, errlen) ||
+        get_int(root, "num_hidden_layers", -1, 1, 1024, &m->n_layers, path, err, errlen) ||
+        get_int(root, "num_attention_heads", -1, 1, 1024, &m->n_heads, path, err, errlen) ||
+        get_int(root, "num_key_value_heads", m->n_heads, 1, 1024, &m->n_kv_heads, path, err, errlen) ||
+        get_int(root, "head_dim", m->hidden / m->n_heads, 1, 1024, &m->head_dim, path, err, errlen) ||
+        get_int(root, "vocab_size", -1, 1, 1 << 22, &m->vocab, path, err, errlen) ||
+        get_int(root, "max_position_embeddings", 4096, 1, 1 << 24, &m->max_positions, path, err, errlen))
+        goto out;
+    if (m->n_heads % m->n_kv_heads) {
+        qc_errf(err, errlen, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path,
+                m->n_heads, m->n_kv_heads);
+        goto out;
+    }
+    m->tied_embeddings = json_is_true(json_object_get(root, "tie_word_embeddings"));
+    json_t *rt = json_object_get(root, "rope_theta");
+    m->rope_theta = json_is_number(rt) ? json_number_value(rt) : 10000.0;
+    json_t *eps = json_object_get(root, "rms_norm_eps");
+    m->rms_eps = json_is_number(eps) ? json_number_value(eps) : 1e-6;
+    st = QC_OK;
+out:
+    json_decref(root);
+    return st;
+}
+
+qc_layer_list *qc_model_linear_layers(const qc_model_shape *m) {
+    size_t n = (size_t)m->n_layers * 7 + 1;
+    qc_layer_list *l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    l->layers = calloc(n, sizeof *l->layers);
+    l->names = calloc(n, sizeof *l->names);
+    if (!l->layers || !l->names) {
+        qc_layer_list_free(l);
+        return NULL;
+    }
+    static const char *roles[] = {"attn.q", "attn.k", "attn.v", "attn.o", "mlp.gate", "mlp.up", "mlp.down"};
+    int64_t q = (int64_t)m->n_heads * m->head_dim, kv = (int64_t)m->n_kv_heads * m->head_dim;
+    for (int b = 0; b < m->n_layers; b++)
+        for (int r = 0; r < 7; r++) {
+            int64_t shape[7][2] = {{q, m->hidden},          {kv, m->hidden},           {kv, m->hidden},
+                                   {m->hidden, q},          {m->intermediate, m->hidden},
+                                   {m->intermediate, m->hidden}, {m->hidden, m->intermediate}};
+            qc_policy_layer *L = &l->layers[l->n];
+            snprintf(l->names[l->n], sizeof l->names[0], "blk.%d.%s", b, roles[r]);
+            L->name = l->names[l->n];
+            L->role = roles[r];
+            L->index = b;
+            L->n_layers = m->n_layers;
+            L->n = shape[r][0];
+            L->k = shape[r][1];
+            l->n++;
+        }
+    qc_policy_layer *L = &l->layers[l->n];
+    snprintf(l->names[l->n], sizeof l->names[0], "lm_head");
+    L->name = l->names[l->n];
+    L->role = "lm_head";
+    L->index = -1;
+    L->n_layers = m->n_layers;
+    L->n = m->vocab;
+    L->k = m->hidden;
+    l->n++;
+    return l;
+}
+
+void qc_layer_list_free(qc_layer_list *l) {
+    if (!l) return;
+    free(l->layers);
+    free(l->names);
+    free(l);
+}

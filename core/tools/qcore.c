@@ -1,0 +1,358 @@
+/* qcore.c - the command-line interface: overview, plugins, formats, inspect. */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "qc_util.h"
+
+#define EXIT_USAGE 2
+
+typedef struct cli {
+    const char *config_path;
+    int config_required;
+    const char *policy_path;
+    const char *plugin_path;
+    const char *model_config;
+    const char *command;
+    qc_config *cfg;
+    qc_runtime *rt;
+    qc_device_info dev;
+} cli;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: qcore [options] [command]\n"
+            "\n"
+            "Quantized LLM inference runtime with format plugins and Lua policies.\n"
+            "\n"
+            "commands:\n"
+            "  (none)        device, plugins and the policy's dispatch table for the model\n"
+            "  plugins       each plugin: file, formats, descriptor fields, what is missing\n"
+            "  formats       one line per registered format\n"
+            "  inspect       device, eligibility per format and the dispatch table\n"
+            "\n"
+            "options (flags override qcore.ini):\n"
+            "  --config FILE        configuration (default ./qcore.ini, or $QCORE_CONFIG)\n"
+            "  --policy FILE        Lua policy script ([policy] file)\n"
+            "  --plugin-path DIRS   extra plugin folders, colon-separated ([plugins] path)\n"
+            "  --model-config FILE  HF config.json giving layer shapes ([model] config)\n"
+            "  -v, --verbose        log plugin loading and policy output\n"
+            "  -h, --help           this text\n"
+            "  --version            version and plugin ABI\n"
+            "\n"
+            "environment: QCORE_PLUGIN_PATH (plugin folders), QCORE_CONFIG, QCORE_VERBOSE\n");
+}
+
+static int file_must_exist(const char *what, const char *path) {
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "qcore: %s '%s' does not exist or cannot be read\n", what, path);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- device ---- */
+
+static void print_device(const qc_device_info *d) {
+    if (d->available) {
+        printf("device: %s, sm_%d, %d SMs, %.1f GiB, driver %d.%d (%d device%s)\n", d->name, d->sm, d->sm_count,
+               d->mem_total / (1024.0 * 1024 * 1024), d->driver_version / 1000, (d->driver_version % 1000) / 10,
+               d->device_count, d->device_count == 1 ? "" : "s");
+    } else {
+        printf("device: %s\n", d->reason);
+    }
+    if (d->nvrtc_available)
+        printf("nvrtc: %d.%d (kernels can be compiled%s)\n", d->nvrtc_major, d->nvrtc_minor,
+               d->available ? "" : ", but there is no GPU to run them");
+    else
+        printf("nvrtc: %s\n", d->nvrtc_reason);
+}
+
+/* ---- plugins ---- */
+
+static void print_groups(const qc_format_desc *f, char *buf, size_t len) {
+    qc_sbuf b = {0};
+    for (uint32_t i = 0; i < f->n_group_sizes; i++) qc_sbuf_printf(&b, "%s%u", i ? "/" : "", f->group_sizes[i]);
+    qc_strlcpy(buf, b.data ? b.data : "-", len);
+    qc_sbuf_free(&b);
+}
+
+static void print_plugins(cli *c, int verbose_fields) {
+    qc_runtime *rt = c->rt;
+    printf("backends: cpu reference (always); cuda: %s\n",
+           c->dev.available ? "available" : "not available on this machine");
+    printf("plugin folders searched:");
+    for (size_t i = 0; i < qc_plugin_dir_count(rt); i++) printf(" %s", qc_plugin_dir(rt, i));
+    printf("%s\n", qc_plugin_dir_count(rt) ? "" : " (none)");
+    for (size_t i = 0; i < qc_plugin_count(rt); i++) {
+        qc_plugin_info p;
+        qc_plugin_get(rt, i, &p);
+        printf("plugin %s %s (ABI %u) %s\n  file: %s\n  %s\n", p.id, p.version, p.abi_version,
+               p.builtin ? "[built into the core]" : "", p.path, p.description);
+        for (size_t j = 0; j < qc_format_count(rt); j++) {
+            const qc_format_desc *f = qc_format_get(rt, j);
+            const char *owner = qc_format_plugin(rt, f->name);
+            if (!owner || strcmp(owner, p.id) != 0) continue;
+            char sup[32], nat[32], groups[64], missing[160];
+            qc_arch_range_str(f->supported_arch, sup, sizeof sup);
+            qc_arch_range_str(f->native_arch, nat, sizeof nat);
+            print_groups(f, groups, sizeof groups);
+            qc_format_missing(rt, f, missing, sizeof missing);
+            printf("  format %-10s %s\n", f->name, f->summary ? f->summary : "");
+            if (verbose_fields) {
+                printf("    kind %s; weight %s, activations %s, kv %s, accumulate %s, scales %s\n",
+                       f->kind == QC_FORMAT_LINEAR ? "linear" : "kv-cache", qc_dtype_name(f->weight_dtype),
+                       qc_dtype_name(f->act_dtype), qc_dtype_name(f->kv_dtype), qc_dtype_name(f->accum_dtype),
+                       qc_dtype_name(f->scale_dtype));
+                printf("    scale granularity: weights %s, activations %s; group sizes %s (default %u)\n",
+                       qc_granularity_name(f->weight_scale), qc_granularity_name(f->act_scale), groups,
+                       f->default_group_size);
+                printf("    arch: supported %s, native %s; alignment N %u, K %u; %.3f bits/weight, %.4f with "
+                       "scales\n",
+                       sup, nat, f->n_align, f->k_align, f->bits_per_weight, f->effective_bits);
+                for (size_t k = 0; k < qc_kernel_count(rt); k++) {
+                    const qc_kernel_desc *kd = qc_kernel_get(rt, k);
+                    if (strcmp(kd->format, f->name) != 0) continue;
+                    char ar[32];
+                    qc_arch_range_str(kd->arch, ar, sizeof ar);
+                    printf("    kernel %s: %u params, M %lld..%s, %s%s%s\n", kd->id, kd->n_params,
+                           (long long)kd->m_min, kd->m_max ? "" : "any", kd->reference ? "C reference" : "",
+                           kd->reference && kd->cuda_source ? " + " : "", kd->cuda_source ? "CUDA" : "");
+                    (void)ar;
+                }
+            }
+            qc_problem probe = {.struct_size = sizeof probe, .m = 1, .n = 4096, .k = 4096};
+            qc_reason why;
+            int cpu_ok = qc_select_format(rt, f, &probe, 0, NULL, &why) &&
+                         (f->kind != QC_FORMAT_LINEAR || f->quantize);
+            printf("    status: %s%s%s\n", cpu_ok ? "runs on the cpu reference" : "NOT USABLE YET",
+                   missing[0] ? "; lacks " : "; complete", missing);
+        }
+    }
+    size_t nr = qc_plugin_refusal_count(rt);
+    for (size_t i = 0; i < nr; i++) printf("refused: %s\n", qc_plugin_refusal(rt, i));
+}
+
+static void print_formats(cli *c) {
+    qc_runtime *rt = c->rt;
+    printf("%-10s %-9s %-7s %-7s %-8s %-8s %-14s %-10s %-9s %-9s %s\n", "format", "kind", "bits", "eff.bits",
+           "weights", "acts", "scales", "groups", "supported", "native", "plugin");
+    for (size_t i = 0; i < qc_format_count(rt); i++) {
+        const qc_format_desc *f = qc_format_get(rt, i);
+        char sup[32], nat[32], groups[64], scales[32];
+        qc_arch_range_str(f->supported_arch, sup, sizeof sup);
+        qc_arch_range_str(f->native_arch, nat, sizeof nat);
+        print_groups(f, groups, sizeof groups);
+        snprintf(scales, sizeof scales, "%s/%s", qc_granularity_name(f->weight_scale),
+                 qc_granularity_name(f->act_scale));
+        printf("%-10s %-9s %-7.3f %-8.4f %-8s %-8s %-14s %-10s %-9s %-9s %s\n", f->name,
+               f->kind == QC_FORMAT_LINEAR ? "linear" : "kv-cache", f->bits_per_weight, f->effective_bits,
+               qc_dtype_name(f->kind == QC_FORMAT_LINEAR ? f->weight_dtype : f->kv_dtype), qc_dtype_name(f->act_dtype),
+               scales, groups, sup, nat, qc_format_plugin(rt, f->name));
+    }
+}
+
+/* ---- policy and dispatch ---- */
+
+static int print_dispatch(cli *c) {
+    qc_model_shape shape;
+    char err[1024];
+    if (qc_model_shape_load(c->model_config, &shape, err, sizeof err) != QC_OK) {
+        fprintf(stderr, "qcore: %s\n", err);
+        return 1;
+    }
+    printf("model shapes: %s (%s, %d blocks, hidden %d, intermediate %d, heads %d/%d kv, vocab %d)\n",
+           c->model_config, shape.model_type, shape.n_layers, shape.hidden, shape.intermediate, shape.n_heads,
+           shape.n_kv_heads, shape.vocab);
+    qc_policy *pol = NULL;
+    if (c->policy_path) {
+        pol = qc_policy_open(c->policy_path, NULL, err, sizeof err);
+        if (!pol) {
+            fprintf(stderr, "qcore: policy %s refused:\n%s\n", c->policy_path, err);
+            return 1;
+        }
+    }
+    qc_layer_list *layers = qc_model_linear_layers(&shape);
+    if (!layers) {
+        fprintf(stderr, "qcore: out of memory listing layers\n");
+        qc_policy_close(pol);
+        return 1;
+    }
+    /* GPU dispatch is built once the CUDA backend exists; until then every
+     * device runs the CPU reference. */
+    qc_policy_device dev = {.name = "cpu"};
+    qc_dispatch_options o = {.struct_size = sizeof o, .gpu = 0, .device = &dev};
+    qc_dispatch *d = qc_dispatch_build(c->rt, pol, layers, &o, err, sizeof err);
+    int rc = 0;
+    if (!d) {
+        fprintf(stderr, "qcore: %s\n", err);
+        rc = 1;
+    } else {
+        qc_dispatch_print(d, stdout);
+        if (pol) {
+            char kv[64] = "";
+            qc_policy_candidate kc[8];
+            size_t nkc = 0;
+            for (size_t i = 0; i < qc_format_count(c->rt) && nkc < 8; i++) {
+                const qc_format_desc *f = qc_format_get(c->rt, i);
+                if (f->kind != QC_FORMAT_KV_CACHE) continue;
+                memset(&kc[nkc], 0, sizeof kc[nkc]);
+                kc[nkc].format = f->name;
+                kc[nkc].time_us = -1;
+                kc[nkc].bytes_per_weight = f->effective_bits / 8;
+                qc_problem p = {.struct_size = sizeof p, .m = 1, .n = 1, .k = 1};
+                kc[nkc].eligible = qc_select_format(c->rt, f, &p, 0, NULL, &kc[nkc].reason);
+                nkc++;
+            }
+            if (qc_policy_kv_format(pol, &dev, kc, nkc, kv, sizeof kv, err, sizeof err) != QC_OK) {
+                char *nl = strchr(err, '\n');
+                if (nl) *nl = 0;
+                printf("kv cache: bf16 (policy kv_cache() failed: %s)\n", err);
+            } else if (!kv[0] || strcmp(kv, "bf16") == 0) {
+                printf("kv cache: bf16%s\n", kv[0] ? " (policy)" : " (policy has no kv_cache())");
+            } else {
+                int ok = 0;
+                for (size_t i = 0; i < nkc; i++)
+                    if (strcmp(kc[i].format, kv) == 0) {
+                        ok = 1;
+                        if (kc[i].eligible)
+                            printf("kv cache: %s (policy)\n", kv);
+                        else
+                            printf("kv cache: bf16 (policy wanted %s: %s: %s)\n", kv, kc[i].reason.code,
+                                   kc[i].reason.text);
+                    }
+                if (!ok) printf("kv cache: bf16 (policy wanted '%s', which is not a KV-cache format)\n", kv);
+            }
+        }
+    }
+    qc_dispatch_free(d);
+    qc_layer_list_free(layers);
+    qc_policy_close(pol);
+    return rc;
+}
+
+static void print_eligibility(cli *c) {
+    /* One representative problem per phase on this machine's backend. */
+    printf("eligibility on the cpu reference backend (M=1 decode and M=512 prefill, N=K=4096):\n");
+    for (size_t i = 0; i < qc_format_count(c->rt); i++) {
+        const qc_format_desc *f = qc_format_get(c->rt, i);
+        for (int ph = 0; ph < 2; ph++) {
+            qc_problem p = {.struct_size = sizeof p, .m = ph ? 512 : 1, .n = 4096, .k = 4096,
+                            .phase = ph ? QC_PHASE_PREFILL : QC_PHASE_DECODE};
+            qc_reason why;
+            const qc_kernel_desc *k = NULL;
+            int ok = qc_select_format(c->rt, f, &p, 0, &k, &why);
+            printf("  %-10s %-7s %s%s%s%s\n", f->name, qc_phase_name(p.phase), ok ? "eligible: " : "refused: ",
+                   ok ? (k ? k->id : "") : why.code, ok ? "" : ": ", ok ? "" : why.text);
+        }
+    }
+}
+
+/* ---- main ---- */
+
+static int load_runtime(cli *c) {
+    char err[1024];
+    const char *cfg_path = c->config_path;
+    if (!cfg_path) {
+        cfg_path = getenv("QCORE_CONFIG");
+        if (cfg_path) c->config_required = 1;
+    }
+    if (!cfg_path) cfg_path = "qcore.ini";
+    c->cfg = qc_config_load(cfg_path, c->config_required, err, sizeof err);
+    if (!c->cfg) {
+        fprintf(stderr, "qcore: %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (c->policy_path) qc_config_set(c->cfg, "policy", "file", c->policy_path);
+    if (c->model_config) qc_config_set(c->cfg, "model", "config", c->model_config);
+    c->policy_path = qc_config_get(c->cfg, "policy", "file");
+    c->model_config = qc_config_get(c->cfg, "model", "config");
+    if (c->policy_path && file_must_exist("policy file", c->policy_path)) return EXIT_USAGE;
+    if (c->model_config && file_must_exist("model config", c->model_config)) return EXIT_USAGE;
+    qc_runtime_options o = {.struct_size = sizeof o, .config = c->cfg, .plugin_path = c->plugin_path};
+    c->rt = qc_runtime_open(&o, err, sizeof err);
+    if (!c->rt) {
+        fprintf(stderr, "qcore: %s\n", err);
+        return 1;
+    }
+    qc_device_probe(&c->dev);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    cli c = {0};
+    enum { OPT_CONFIG = 256, OPT_POLICY, OPT_PLUGIN_PATH, OPT_MODEL_CONFIG, OPT_VERSION };
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, OPT_CONFIG},
+        {"policy", required_argument, NULL, OPT_POLICY},
+        {"plugin-path", required_argument, NULL, OPT_PLUGIN_PATH},
+        {"model-config", required_argument, NULL, OPT_MODEL_CONFIG},
+        {"verbose", no_argument, NULL, 'v'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {NULL, 0, NULL, 0},
+    };
+    opterr = 0;
+    int ch;
+    while ((ch = getopt_long(argc, argv, ":vh", opts, NULL)) != -1) {
+        switch (ch) {
+        case OPT_CONFIG: c.config_path = optarg; c.config_required = 1; break;
+        case OPT_POLICY: c.policy_path = optarg; break;
+        case OPT_PLUGIN_PATH: c.plugin_path = optarg; break;
+        case OPT_MODEL_CONFIG: c.model_config = optarg; break;
+        case 'v': qc_set_log_level(QC_LOG_DEBUG); break;
+        case 'h': usage(stdout); return 0;
+        case OPT_VERSION:
+            printf("qcore %s (plugin ABI %u)\n", qc_version(), QC_PLUGIN_ABI_VERSION);
+            return 0;
+        case ':':
+            fprintf(stderr, "qcore: option '%s' needs a value (see qcore --help)\n", argv[optind - 1]);
+            return EXIT_USAGE;
+        default:
+            fprintf(stderr, "qcore: unknown option '%s' (see qcore --help)\n", argv[optind - 1]);
+            return EXIT_USAGE;
+        }
+    }
+    if (optind < argc) c.command = argv[optind++];
+    if (optind < argc) {
+        fprintf(stderr, "qcore: unexpected argument '%s' (see qcore --help)\n", argv[optind]);
+        return EXIT_USAGE;
+    }
+    static const char *commands[] = {"plugins", "formats", "inspect", NULL};
+    if (c.command) {
+        int known = 0;
+        for (const char **k = commands; *k; k++) known |= strcmp(*k, c.command) == 0;
+        if (!known) {
+            fprintf(stderr, "qcore: unknown command '%s' (commands: plugins, formats, inspect)\n", c.command);
+            return EXIT_USAGE;
+        }
+    }
+    int rc = load_runtime(&c);
+    if (rc) {
+        qc_config_free(c.cfg);
+        return rc;
+    }
+    if (!c.command) {
+        printf("qcore %s (plugin ABI %u)\n", qc_version(), QC_PLUGIN_ABI_VERSION);
+        print_device(&c.dev);
+        print_plugins(&c, 0);
+        if (c.model_config)
+            rc = print_dispatch(&c);
+        else
+            printf("no model config given (--model-config or [model] config in qcore.ini): no dispatch table\n");
+    } else if (strcmp(c.command, "plugins") == 0) {
+        print_plugins(&c, 1);
+    } else if (strcmp(c.command, "formats") == 0) {
+        print_formats(&c);
+    } else if (strcmp(c.command, "inspect") == 0) {
+        print_device(&c.dev);
+        print_eligibility(&c);
+        if (c.model_config) rc = print_dispatch(&c);
+    }
+    qc_runtime_close(c.rt);
+    qc_config_free(c.cfg);
+    return rc;
+}
