@@ -120,6 +120,7 @@ typedef struct qc_problem {
     uint32_t group_size;  /* weight group size asked for; 0 = format default */
     qc_phase phase;
     const char *layer;    /* layer name or NULL; host-owned, valid during the call */
+    uint32_t scheme;      /* the packed weight's scheme id (format-defined); 0 = default */
 } qc_problem;
 
 /* ---- buffers of a prepared (quantized and packed) weight ---------------- */
