@@ -23,8 +23,10 @@ static int qc_test_passed, qc_test_failed;
     } while (0)
 
 /* substring check with the haystack printed on failure */
+static inline int qc_test_contains(const char *hay, const char *needle) { return hay && strstr(hay, needle); }
 #define CHECK_CONTAINS(hay, needle)                                                   \
-    CHECK((hay) && strstr((hay), (needle)) != NULL, "expected \"%s\" in \"%s\"", (needle), (hay) ? (hay) : "(null)")
+    CHECK(qc_test_contains((hay), (needle)), "expected \"%s\" in \"%s\"", (needle), \
+          qc_test_contains((hay), "") ? (hay) : "(null)")
 
 static inline int qc_test_finish(const char *name) {
     printf("%s: %d passed, %d failed\n", name, qc_test_passed, qc_test_failed);

@@ -7,6 +7,9 @@
 
 #include "qc_util.h"
 
+static void *nvrtc_open_uncached(char *err, size_t errlen);
+void *qc_nvrtc_open(char *err, size_t errlen);
+
 /* Driver API subset, declared here so that no CUDA header is needed to build. */
 typedef int CUresult;
 typedef int CUdevice;
@@ -31,8 +34,18 @@ static const char *cu_err(const cuda_fns *f, CUresult r) {
     return "unknown CUDA error";
 }
 
-/* Open NVRTC: the versioned sonames first, then CUDA_HOME / CUDA_PATH. */
+/* Open NVRTC: the versioned sonames first, then CUDA_HOME / CUDA_PATH.  The
+ * handle is kept for the life of the process and never dlclose()d: NVRTC is
+ * C++ and its static state does not survive being unloaded and reloaded. */
 void *qc_nvrtc_open(char *err, size_t errlen) {
+    static void *cached;
+    if (cached) return cached;
+    void *h = nvrtc_open_uncached(err, errlen);
+    cached = h;
+    return h;
+}
+
+static void *nvrtc_open_uncached(char *err, size_t errlen) {
     static const char *names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", NULL};
     for (const char **n = names; *n; n++) {
         void *h = dlopen(*n, RTLD_NOW | RTLD_LOCAL);
@@ -64,12 +77,14 @@ void qc_device_probe(qc_device_info *out) {
             out->nvrtc_available = 1;
         else
             qc_strlcpy(out->nvrtc_reason, "NVRTC library has no working nvrtcVersion", sizeof out->nvrtc_reason);
-        dlclose(nv);
     } else {
         qc_strlcpy(out->nvrtc_reason, nerr, sizeof out->nvrtc_reason);
     }
 
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    /* kept open for the process, like NVRTC: the driver does not expect to
+     * be unloaded */
+    static void *h;
+    if (!h) h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         qc_strlcpy(out->reason, "no CUDA driver (libcuda.so.1 not found): CPU reference backend only",
                    sizeof out->reason);
@@ -91,14 +106,12 @@ void qc_device_probe(qc_device_info *out) {
         !f.cuDeviceGetAttribute || !f.cuDeviceTotalMem_v2) {
         qc_strlcpy(out->reason, "CUDA driver library lacks required functions: CPU reference backend only",
                    sizeof out->reason);
-        dlclose(h);
         return;
     }
     CUresult r = f.cuInit(0);
     if (r != 0) {
         qc_errf(out->reason, sizeof out->reason, "CUDA driver present but cuInit failed (%d: %s): CPU reference "
                 "backend only", r, cu_err(&f, r));
-        dlclose(h);
         return;
     }
     f.cuDriverGetVersion(&out->driver_version);
@@ -106,7 +119,6 @@ void qc_device_probe(qc_device_info *out) {
     r = f.cuDeviceGetCount(&count);
     if (r != 0 || count == 0) {
         qc_errf(out->reason, sizeof out->reason, "no CUDA device visible: CPU reference backend only");
-        dlclose(h);
         return;
     }
     out->device_count = count;
@@ -118,10 +130,8 @@ void qc_device_probe(qc_device_info *out) {
         f.cuDeviceGetAttribute(&out->sm_count, CU_ATTR_SM_COUNT, dev) != 0 ||
         f.cuDeviceTotalMem_v2(&out->mem_total, dev) != 0) {
         qc_strlcpy(out->reason, "CUDA device 0 could not be queried: CPU reference backend only", sizeof out->reason);
-        dlclose(h);
         return;
     }
     out->sm = major * 10 + minor;
     out->available = 1;
-    dlclose(h);
 }

@@ -291,13 +291,16 @@ void qc_dispatch_print(const qc_dispatch *d, void *file) {
         for (size_t j = i; j < d->n; j++)
             count += d->e[j].fallback.code[0] && strcmp(d->e[j].wanted, e->wanted) == 0 &&
                      strcmp(d->e[j].format, e->format) == 0 && strcmp(d->e[j].fallback.text, e->fallback.text) == 0;
-        if (!any) fprintf(f, "fallbacks (layer, wanted -> used: reason):\n");
+        if (!any) fprintf(f, "fallbacks (wanted -> used, where: reason):\n");
         any = 1;
-        fprintf(f, "  %s %s b%lld%s, wanted %s -> used %s: %s: %s\n", L->layers[e->layer].name,
-                qc_phase_name(e->phase), (long long)e->batch,
-                count > 1 ? " (and more, same reason)" : "", e->wanted, e->format, e->fallback.code,
-                e->fallback.text);
-        if (count > 1) fprintf(f, "      x%zu table entries\n", count);
+        if (count > 1)
+            fprintf(f, "  wanted %s -> used %s, %zu entries from %s %s b%lld: %s: %s\n", e->wanted, e->format, count,
+                    L->layers[e->layer].name, qc_phase_name(e->phase), (long long)e->batch, e->fallback.code,
+                    e->fallback.text);
+        else
+            fprintf(f, "  wanted %s -> used %s, %s %s b%lld: %s: %s\n", e->wanted, e->format,
+                    L->layers[e->layer].name, qc_phase_name(e->phase), (long long)e->batch, e->fallback.code,
+                    e->fallback.text);
     }
     if (!any) fprintf(f, "fallbacks: none\n");
 }

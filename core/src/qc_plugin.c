@@ -273,14 +273,15 @@ static int plugin_attach(qc_runtime *rt, const qc_plugin_entry *e, const char *p
     p->host->in_init = 1;
     qc_status st = e->init(&host_api, p->host, perr, sizeof perr);
     p->host->in_init = 0;
-    if (st != QC_OK) {
-        qc_errf(err, errlen, "init failed (status %d): %s", (int)st, perr[0] ? perr : "no message");
+    /* A refused registration explains more than the init status it caused. */
+    if (p->host->failure[0]) {
+        qc_errf(err, errlen, "%s", p->host->failure);
+        if (st == QC_OK && e->deinit) e->deinit();
         rollback_last(rt, nf, nk);
         return -1;
     }
-    if (p->host->failure[0]) {
-        qc_errf(err, errlen, "%s", p->host->failure);
-        if (e->deinit) e->deinit();
+    if (st != QC_OK) {
+        qc_errf(err, errlen, "init failed (status %d): %s", (int)st, perr[0] ? perr : "no message");
         rollback_last(rt, nf, nk);
         return -1;
     }

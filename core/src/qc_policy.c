@@ -93,8 +93,10 @@ static void sb_hook(lua_State *L, lua_Debug *ar) {
         luaL_error(L, "policy stopped: %s", sb->killed == 1 ? "instruction budget exceeded" : "wall-clock limit");
     } else if (sb->executed > sb->budget) {
         sb->killed = 1;
-        luaL_error(L, "instruction budget of %llu exceeded in %s()", (unsigned long long)sb->budget,
-                   sb->call ? sb->call : "chunk");
+        char msg[160]; /* lua_pushfstring has no %llu */
+        snprintf(msg, sizeof msg, "instruction budget of %llu exceeded in %s()", (unsigned long long)sb->budget,
+                 sb->call ? sb->call : "chunk");
+        luaL_error(L, "%s", msg);
     } else if (qc_now_seconds() > sb->deadline) {
         sb->killed = 2;
         luaL_error(L, "wall-clock limit exceeded in %s()", sb->call ? sb->call : "chunk");

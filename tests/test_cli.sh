@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# test_cli.sh - the qcore command line: help, version, errors with exit code 2, and the main job's output.
+set -u
+QCORE=$1
+SRC=$2
+FAULT_DIR=$3
+cd "$SRC"
+pass=0
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# expect <exit code> <text that must appear in stdout+stderr> -- <args...>
+expect() {
+  local want_rc=$1 needle=$2
+  shift 3
+  local out rc
+  out=$("$QCORE" "$@" 2>&1)
+  rc=$?
+  if [[ $rc -eq $want_rc && $out == *"$needle"* ]]; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "FAIL: qcore $* -> exit $rc (want $want_rc), wanted text: $needle"
+    echo "$out" | head -20
+  fi
+}
+
+expect 0 "usage: qcore" -- --help
+expect 0 "qcore 0.1.0 (plugin ABI 1)" -- --version
+expect 2 "unknown option '--frobnicate'" -- --frobnicate
+expect 2 "option '--policy' needs a value" -- --policy
+expect 2 "policy file 'nope.lua' does not exist" -- --policy nope.lua
+expect 2 "unknown command 'dance'" -- dance
+expect 2 "unexpected argument 'extra'" -- plugins extra
+expect 2 "cannot open configuration" -- --config /nonexistent/qcore.ini
+expect 2 "model config '/nonexistent.json' does not exist" -- --model-config /nonexistent.json
+QCORE_CONFIG=/nonexistent/x.ini expect 2 "cannot open configuration" -- plugins
+
+# the main job: device, plugins with what they lack, a policy decision
+expect 0 "device: " -- --policy policies/latency.lua
+expect 0 "dispatch table: policy policies/latency.lua" -- --policy policies/latency.lua
+expect 0 "format w4a16" -- --policy policies/latency.lua
+expect 0 "kv cache: " -- --policy policies/throughput.lua
+expect 0 "plugin org.qcore.fp8" -- plugins
+expect 0 "format kv_fp8" -- plugins
+expect 0 "kernel bf16.linear_ref" -- plugins
+expect 0 "native" -- formats
+expect 0 "eligibility on the cpu reference backend" -- inspect --policy policies/latency.lua
+if [[ ! -e /dev/nvidia0 ]]; then
+  expect 0 "no CUDA driver" -- inspect
+fi
+# flags override qcore.ini
+printf '[policy]\nfile = policies/throughput.lua\n[model]\nconfig = configs/smollm2-135m.json\n' > "$tmp/q.ini"
+expect 0 "policy policies/throughput.lua" -- --config "$tmp/q.ini"
+expect 0 "policy policies/latency.lua" -- --config "$tmp/q.ini" --policy policies/latency.lua
+# a broken policy is a clear error naming the file and line
+printf 'return {\n choose = function(q) return 1 +  end }\n' > "$tmp/broken.lua"
+expect 1 "broken.lua:2:" -- --policy "$tmp/broken.lua"
+# a policy answering nonsense falls back, with the reason shown
+printf 'return { choose = function(q) return "int3" end }\n' > "$tmp/int3.lua"
+expect 0 "which is not a registered format" -- --policy "$tmp/int3.lua"
+# a refused plugin is reported and the runtime goes on
+expect 0 "refused: $FAULT_DIR/abi/abi.so: plugin ABI version mismatch" -- plugins --plugin-path "$FAULT_DIR/abi"
+QCORE_PLUGIN_PATH="$FAULT_DIR/none" expect 0 "format test_good" -- plugins
+# a model config with a bad field is named
+printf '{"model_type":"llama","hidden_size":-4}' > "$tmp/bad.json"
+expect 1 "\"hidden_size\" must be an integer" -- --model-config "$tmp/bad.json"
+
+echo "test_cli: $pass passed, $fail failed"
+[[ $fail -eq 0 ]]
