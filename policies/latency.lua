@@ -11,8 +11,10 @@
 local P = {}
 
 -- Formats in the order this policy likes them when nothing is measured.
-local FEW_BYTES = { "w4a16", "mxfp4", "fp8", "w8a8_int8", "bf16" }
-local FAST_MMA = { "fp8", "w8a8_int8", "w4a16", "mxfp4", "bf16" }
+-- bf16 is not listed: when no quantized format can run, asking for the first
+-- choice makes the runtime fall back to bf16 and report why.
+local FEW_BYTES = { "w4a16", "mxfp4", "fp8", "w8a8_int8" }
+local FAST_MMA = { "fp8", "w8a8_int8", "w4a16", "mxfp4" }
 
 local function index(cands)
   local t = {}
@@ -62,7 +64,7 @@ function P.choose(q)
   local order = (q.phase == "decode" and q.batch <= 16) and FEW_BYTES or FAST_MMA
   if q.layer.role == "lm_head" then
     -- the output projection is the most sensitive layer: no 4-bit there
-    order = { "fp8", "w8a8_int8", "bf16" }
+    order = { "fp8", "w8a8_int8" }
   end
   for _, name in ipairs(order) do
     local c = by[name]
