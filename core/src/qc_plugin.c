@@ -25,6 +25,8 @@
  * before touching the new ones. */
 #define ENTRY_V1_SIZE (offsetof(qc_plugin_entry, get_extension) + sizeof(void *))
 #define FORMAT_V1_SIZE (offsetof(qc_format_desc, eligible) + sizeof(void *))
+/* code_stats and quantize_activations were appended within ABI 1 (before any
+ * release); a shorter descriptor leaves them NULL. */
 #define KERNEL_V1_SIZE (offsetof(qc_kernel_desc, eligible) + sizeof(void *))
 
 int qc_grow(void **arr, size_t *cap, size_t n, size_t elem) {

@@ -267,6 +267,13 @@ typedef struct qc_format_desc {
      * the format's codes that occur.  May be NULL. */
     qc_status (*code_stats)(const qc_packed_weight *w, const float *src, double *saturated_ratio,
                             double *code_utilization);
+    /* The activations this format's GEMM multiplies, as floats: x_out[m, k]
+     * = dequant(quant(x)) with the format's own activation recipe (bf16
+     * rounding for A16 formats, per-token INT8 or FP8 quantize-dequantize
+     * for W8A8).  With `dequantize`'s weights this lets the CPU backend run
+     * a float GEMM (BLAS) that differs from the reference kernel only by
+     * f32 summation order.  NULL = activations are used as they are. */
+    qc_status (*quantize_activations)(const qc_packed_weight *w, const float *x, int64_t m, float *x_out);
 } qc_format_desc;
 
 /* ---- extensions (looked up with entry->get_extension) -------------------- */
