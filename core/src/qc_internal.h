@@ -8,6 +8,7 @@
 typedef struct qc_plugin_rec {
     char *path;                  /* resolved file path, "(builtin)" for the core */
     void *handle;                /* dlopen handle, NULL for builtin */
+    int fd;                      /* the file, held open while loaded (-1 for builtin) */
     const qc_plugin_entry *entry;
     struct qc_host *host;        /* the handle given to the plugin */
     size_t n_formats, n_kernels;

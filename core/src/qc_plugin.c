@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -218,6 +219,7 @@ static const qc_host_api host_api = {
 
 static void plugin_rec_free(qc_plugin_rec *p) {
     if (!p) return;
+    if (p->fd >= 0) close(p->fd);
     free(p->path);
     free(p->host);
     free(p);
@@ -266,6 +268,7 @@ static int plugin_attach(qc_runtime *rt, const qc_plugin_entry *e, const char *p
     }
     p->entry = e;
     p->handle = handle;
+    p->fd = -1;
     p->builtin = builtin;
     p->host->rt = rt;
     p->host->plugin_index = rt->n_plugins;
@@ -291,12 +294,8 @@ static int plugin_attach(qc_runtime *rt, const qc_plugin_entry *e, const char *p
 }
 
 /* Refuse files and folders that someone else could have replaced. */
-static int check_permissions(const char *path, const char *what, char *err, size_t errlen) {
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        qc_errf(err, errlen, "cannot stat %s: %s", what, strerror(errno));
-        return -1;
-    }
+static int check_stat(const struct stat *sp, const char *what, char *err, size_t errlen) {
+    const struct stat st = *sp;
     uid_t me = geteuid();
     if (st.st_uid != me && st.st_uid != 0) {
         qc_errf(err, errlen, "%s is owned by uid %u, not by you (uid %u) or root", what, (unsigned)st.st_uid,
@@ -311,6 +310,15 @@ static int check_permissions(const char *path, const char *what, char *err, size
     return 0;
 }
 
+static int check_permissions(const char *path, const char *what, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        qc_errf(err, errlen, "cannot stat %s: %s", what, strerror(errno));
+        return -1;
+    }
+    return check_stat(&st, what, err, errlen);
+}
+
 qc_status qc_runtime_load_plugin(qc_runtime *rt, const char *path, char *err, size_t errlen) {
     char reason[512] = "";
     char real[PATH_MAX];
@@ -320,34 +328,49 @@ qc_status qc_runtime_load_plugin(qc_runtime *rt, const char *path, char *err, si
     }
     for (size_t i = 0; i < rt->n_plugins; i++)
         if (strcmp(rt->plugins[i]->path, real) == 0) return QC_OK; /* same file via another path */
+    /* The file is opened once and judged and loaded through that one open
+     * file (/proc/self/fd/N), so it cannot be swapped between the check and
+     * dlopen.  The descriptor stays open while the plugin is loaded, so its
+     * number (and with it the name dlopen keys on) is not reused. */
+    int fd = open(real, O_RDONLY | O_CLOEXEC);
     struct stat st;
-    if (stat(real, &st) != 0 || !S_ISREG(st.st_mode)) {
-        qc_errf(reason, sizeof reason, "not a regular file");
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        qc_errf(reason, sizeof reason, fd < 0 ? "cannot open: %s" : "not a regular file", strerror(errno));
+        if (fd >= 0) close(fd);
         goto refuse;
     }
-    if (check_permissions(real, "the file", reason, sizeof reason)) goto refuse;
     char dir[PATH_MAX];
     qc_strlcpy(dir, real, sizeof dir);
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) *slash = 0;
-    if (check_permissions(dir, "its folder", reason, sizeof reason)) goto refuse;
+    if (check_stat(&st, "the file", reason, sizeof reason) ||
+        check_permissions(dir, "its folder", reason, sizeof reason)) {
+        close(fd);
+        goto refuse;
+    }
+    char fdpath[64];
+    snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
     dlerror();
-    void *h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *d = dlerror();
         qc_errf(reason, sizeof reason, "dlopen failed: %s", d ? d : "unknown error");
+        close(fd);
         goto refuse;
     }
     const qc_plugin_entry *e = dlsym(h, QC_PLUGIN_ENTRY_SYMBOL);
     if (!e) {
         qc_errf(reason, sizeof reason, "no entry symbol '%s' (not a qcore plugin?)", QC_PLUGIN_ENTRY_SYMBOL);
         dlclose(h);
+        close(fd);
         goto refuse;
     }
     if (plugin_attach(rt, e, real, h, 0, reason, sizeof reason) != 0) {
         dlclose(h);
+        close(fd);
         goto refuse;
     }
+    rt->plugins[rt->n_plugins - 1]->fd = fd;
     qc_log(QC_LOG_INFO, "loaded plugin %s %s from %s", e->id, e->version ? e->version : "", real);
     return QC_OK;
 refuse:

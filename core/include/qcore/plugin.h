@@ -149,7 +149,9 @@ typedef struct qc_buffer {
 
 /* A weight in a format's own layout.  Filled by `quantize` or an importer;
  * released by the host with `release` (or host->free on each buffer when the
- * format has no `release`). */
+ * format has no `release`).  The host zero-fills the struct and sets
+ * `struct_size` to the size it knows before the call; a plugin must not
+ * write beyond that size (a newer plugin on an older core). */
 typedef struct qc_packed_weight {
     uint32_t struct_size;
     const char *format;       /* format name, plugin-owned, static */
@@ -332,8 +334,8 @@ typedef struct qc_host_api {
     /* Host allocator for packed buffers: 64-byte aligned, zero-filled.  Any thread. */
     void *(*alloc)(size_t bytes);
     void (*free)(void *ptr);
-    /* A string from the plugin's section of qcore.ini ([plugin.<id>]), or
-     * NULL.  Host-owned; valid until deinit. */
+    /* A string from the plugin's section of qcore.ini ([plugin.<name>], the
+     * entry's short name), or NULL.  Host-owned; valid until deinit. */
     const char *(*config)(qc_host *host, const char *key);
 } qc_host_api;
 
@@ -346,11 +348,14 @@ typedef struct qc_plugin_entry {
     const char *name;             /* short display name; static */
     const char *version;          /* plugin version string; static */
     const char *description;      /* one line; static */
-    /* Called once, on the loading thread, right after dlopen.  Registers
-     * formats and kernels through `api`.  Returns QC_OK, or a status with a
-     * message in err[errlen]. */
+    /* Called on the loading thread right after dlopen, once per runtime
+     * that loads the plugin (several runtimes in one process share one copy
+     * of the library, so keep no state that a second init would break).
+     * Registers formats and kernels through `api`.  Returns QC_OK, or a
+     * status with a message in err[errlen]. */
     qc_status (*init)(const qc_host_api *api, qc_host *host, char *err, size_t errlen);
-    /* Called once before dlclose, on the thread that unloads. May be NULL. */
+    /* Called when a runtime that loaded the plugin closes, on the thread
+     * that closes it, before dlclose. May be NULL. */
     void (*deinit)(void);
     /* Optional capabilities by namespaced string id (e.g.
      * "org.qcore.importer.gptq/1"); returns a static struct or NULL.  May be
