@@ -58,7 +58,7 @@ static int file_must_exist(const char *what, const char *path) {
 
 static void print_device(const qc_device_info *d) {
     if (d->available) {
-        printf("device: %s, sm_%d, %d SMs, %.1f GiB, driver %d.%d (%d device%s)\n", d->name, d->sm, d->sm_count,
+        printf("device: %s, sm_%d, %d SMs, %.1f GiB, CUDA driver API %d.%d (%d device%s)\n", d->name, d->sm, d->sm_count,
                d->mem_total / (1024.0 * 1024 * 1024), d->driver_version / 1000, (d->driver_version % 1000) / 10,
                d->device_count, d->device_count == 1 ? "" : "s");
     } else {
