@@ -53,6 +53,13 @@ static qc_status bf16_dequantize(const qc_packed_weight *w, float *out) {
     return QC_OK;
 }
 
+/* bf16 activations: what the GEMM multiplies is x rounded to bf16. */
+static qc_status bf16_quantize_activations(const qc_packed_weight *w, const float *x, int64_t m, float *out) {
+    size_t count = (size_t)m * (size_t)w->k;
+    for (size_t i = 0; i < count; i++) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
+    return QC_OK;
+}
+
 /* y[m,n] = bf16(x)[m,k] . W[n,k]^T with f32 accumulation. */
 static void bf16_linear_ref(const float *x, const uint16_t *w, float *y, int64_t m, int64_t n, int64_t k) {
     for (int64_t i = 0; i < m; i++) {
@@ -94,6 +101,7 @@ static qc_status builtin_init(const qc_host_api *api, qc_host *host, char *err, 
         .effective_bits = 16,
         .quantize = bf16_quantize,
         .dequantize = bf16_dequantize,
+        .quantize_activations = bf16_quantize_activations,
     };
     if (api->register_format(host, &f) != QC_OK) return QC_ERR_INTERNAL;
     qc_kernel_desc k = {
