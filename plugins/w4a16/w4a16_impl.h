@@ -1,0 +1,96 @@
+/* w4a16_impl.h - what the w4a16 plugin's own files share: the packed-weight view and the dequant definition. */
+#ifndef QC_W4A16_IMPL_H
+#define QC_W4A16_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <qcore/plugin.h>
+
+#include "../common/qc_bf16.h"
+#include "w4a16.h"
+
+/* Set in init; the host table is valid until deinit. */
+extern const qc_host_api *w4_api;
+
+/* Limits that keep every size computation far from overflow: k fits the i32
+ * of "perm", and n*k codes fit comfortably in size_t. */
+#define W4_MAX_DIM 0x7fffffffLL
+#define W4_MAX_ELEMS (1LL << 40)
+
+/* A checked, typed view of a packed weight's buffers.  zeros, mins and perm
+ * are NULL when the scheme has none. */
+typedef struct w4_view {
+    int64_t n, k;
+    uint32_t g, scheme;
+    int64_t ng; /* groups per row, k / g */
+    const uint8_t *q;
+    const uint16_t *s;
+    const uint8_t *z;
+    const uint16_t *mn;
+    const int32_t *perm;
+} w4_view;
+
+/* Fill `why` (may be NULL) with a code and a sentence. */
+void w4_why(qc_reason *why, const char *code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+int w4_group_ok(uint32_t g);
+int w4_scheme_ok(uint32_t scheme);
+const char *w4_scheme_name(uint32_t scheme);
+/* Shape rules shared by quantize, the importers and eligibility: n, k
+ * positive and bounded, g in {32, 64, 128}, k % g == 0, n % 8 == 0. */
+int w4_shape_ok(int64_t n, int64_t k, uint32_t g, qc_reason *why);
+
+/* Allocate every buffer a scheme needs (zero-filled) and fill the header.
+ * On failure `out` is left empty and `why` says why. */
+qc_status w4_packed_alloc(qc_packed_weight *out, int64_t n, int64_t k, uint32_t g, uint32_t scheme,
+                          qc_reason *why);
+void w4_packed_release(qc_packed_weight *w);
+/* Check a packed weight (format, shape, scheme, every buffer's dtype and
+ * bytes) and view it.  Writable pointers are for the code that filled it. */
+qc_status w4_view_of(const qc_packed_weight *w, w4_view *v, qc_reason *why);
+uint8_t *w4_buf(qc_packed_weight *w, const char *name);
+/* 1 when perm[0..k) holds every value of 0..k-1 once. */
+int w4_perm_ok(const int32_t *perm, int64_t k);
+
+/* The code of stored element (j, t): element 2i of a row is the low nibble. */
+static inline unsigned w4_code(const uint8_t *q, int64_t k, int64_t j, int64_t t) {
+    uint8_t b = q[j * (k / 2) + t / 2];
+    return (t & 1) ? (unsigned)(b >> 4) : (unsigned)(b & 15u);
+}
+static inline void w4_set_code(uint8_t *q, int64_t k, int64_t j, int64_t t, unsigned c) {
+    uint8_t *b = &q[j * (k / 2) + t / 2];
+    *b = (t & 1) ? (uint8_t)((*b & 0x0fu) | (c << 4)) : (uint8_t)((*b & 0xf0u) | (c & 15u));
+}
+
+/* The definition of a weight's value.  Every product of an f16 and an
+ * integer in -15..15 is exact in f32 (at most 15 significant bits), so SYM
+ * and ASYM values are exact and FMIN's only rounding is its add: computing
+ * it as fmaf(d, q, m) gives the same bits. */
+static inline float w4_dequant_one(uint32_t base, unsigned q, float s, unsigned z, float m) {
+    switch (base) {
+    case W4A16_SCHEME_SYM: return s * (float)((int)q - 8);
+    case W4A16_SCHEME_ASYM: return s * (float)((int)q - (int)z);
+    default: {
+        float t = s * (float)q; /* exact */
+        return t + m;
+    }
+    }
+}
+
+/* Dequantize stored columns [t0, t0+len) of row j into dst (stored order). */
+void w4_dequant_row(const w4_view *v, int64_t j, int64_t t0, int64_t len, float *dst);
+/* The same, element i going to dst[i * stride]. */
+void w4_dequant_row_strided(const w4_view *v, int64_t j, int64_t t0, int64_t len, float *dst, int64_t stride);
+
+/* y[m,n] = bf16(x)[m,k] W^T, the reference linear (w4a16_ref.c). */
+void w4_linear(const w4_view *v, const float *x, float *y, int64_t m);
+
+/* The importer extension (w4a16_import.c). */
+extern const qc_importer_ext w4_importer;
+
+#endif
