@@ -383,6 +383,14 @@ static int w4_format_eligible(const qc_problem *p, qc_reason *why) {
 /* Saturated: the unrounded code x/s + z (or (x - m)/d) lies beyond
  * [-0.5, 15.5], so clamping, not rounding, decided the code.  Groups whose
  * scale is zero clip nothing. */
+/* A16: the GEMM multiplies x rounded to bf16 (perm changes only the stored
+ * K order, not which activation meets which weight). */
+static qc_status w4_quantize_activations(const qc_packed_weight *w, const float *x, int64_t m, float *out) {
+    size_t count = (size_t)m * (size_t)w->k;
+    for (size_t i = 0; i < count; i++) out[i] = qc_round_bf16(x[i]);
+    return QC_OK;
+}
+
 static qc_status w4_code_stats(const qc_packed_weight *w, const float *src, double *saturated_ratio,
                                double *code_utilization) {
     w4_view v;
@@ -447,6 +455,7 @@ static qc_status w4_init(const qc_host_api *api, qc_host *host, char *err, size_
         .release = w4_release,
         .eligible = w4_format_eligible,
         .code_stats = w4_code_stats,
+        .quantize_activations = w4_quantize_activations,
     };
     qc_status st = api->register_format(host, &f);
     if (st != QC_OK) return st;
