@@ -7,6 +7,16 @@
 
 #include "w4a16_impl.h"
 
+/* The group used when none is asked for: the default (128), or the largest
+ * smaller supported group that divides K (SmolLM2's K=576 takes 64), so a
+ * layer whose K is a multiple of 32 is never refused for want of a group. */
+static uint32_t w4_default_group(int64_t k) {
+    static const uint32_t order[] = {W4A16_DEFAULT_GROUP, 64, 32};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++)
+        if (order[i] <= W4A16_DEFAULT_GROUP && k > 0 && k % order[i] == 0) return order[i];
+    return W4A16_DEFAULT_GROUP;
+}
+
 const qc_host_api *w4_api;
 
 qc_status w4_register_kernels(const qc_host_api *api, qc_host *host); /* w4a16_ref.c */
@@ -323,7 +333,7 @@ static qc_status w4_quantize(const qc_quant_request *req, qc_packed_weight *out,
         w4_why(why, "scheme", "w4a16 has schemes sym, asym and fmin, not '%.64s'", name);
         return QC_ERR_INVALID;
     }
-    uint32_t g = req->group_size ? req->group_size : W4A16_DEFAULT_GROUP;
+    uint32_t g = req->group_size ? req->group_size : w4_default_group(req->k);
     if (!w4_shape_ok(req->n, req->k, g, why)) return QC_ERR_INVALID;
     size_t count = (size_t)req->n * (size_t)req->k;
     for (size_t i = 0; i < count; i++)
@@ -372,7 +382,7 @@ static qc_status w4_dequantize(const qc_packed_weight *w, float *out) {
 }
 
 static int w4_format_eligible(const qc_problem *p, qc_reason *why) {
-    uint32_t g = p->group_size ? p->group_size : W4A16_DEFAULT_GROUP;
+    uint32_t g = p->group_size ? p->group_size : w4_default_group(p->k);
     if (p->scheme && !w4_scheme_ok(p->scheme)) {
         w4_why(why, "scheme", "w4a16: unknown scheme id 0x%x", p->scheme);
         return 0;

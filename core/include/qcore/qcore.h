@@ -277,6 +277,64 @@ const qc_dispatch_entry *qc_dispatch_get(const qc_dispatch *d, size_t i);
 const qc_dispatch_entry *qc_dispatch_lookup(const qc_dispatch *d, size_t layer, qc_phase phase, int64_t batch);
 /* Print the table with layer groups folded, then each distinct fallback. */
 void qc_dispatch_print(const qc_dispatch *d, void *file /* FILE* */);
+/* Only the fallbacks, each distinct one once ("fallbacks: none" if none). */
+void qc_dispatch_print_fallbacks(const qc_dispatch *d, void *file);
+
+/* ---- models and the CPU reference forward pass ------------------------- */
+
+typedef struct qc_model qc_model;
+
+typedef struct qc_model_options {
+    uint32_t struct_size;
+    const char *path;          /* a .gguf file, or a folder with config.json + safetensors */
+    qc_policy *policy;         /* borrowed; NULL = bf16 everywhere unless `format` */
+    /* One format for every linear layer, overriding the policy: "bf16",
+     * "w4a16" (GGUF Q4_0/Q4_1 weights imported exactly), "w4a16:g128"
+     * (re-quantized with group 128), "fp8", "fp8:block", "w8a8_int8",
+     * "mxfp4", ...  The part after ':' is "g<N>" (group size) or a scheme. */
+    const char *format;
+    const char *kv_format;     /* "bf16" or a KV-cache format; NULL = the policy's */
+    int max_context;           /* 0 = min(model's, 4096) */
+    int threads;               /* 0 = all cores */
+} qc_model_options;
+
+qc_model *qc_model_open(qc_runtime *rt, const qc_model_options *o, char *err, size_t errlen);
+void qc_model_close(qc_model *m);
+const qc_model_shape *qc_model_shape_of(const qc_model *m);
+const qc_dispatch *qc_model_dispatch(const qc_model *m);
+const qc_layer_list *qc_model_layers(const qc_model *m);
+/* The model's tokenizer (an internal type, see core/src/qc_tokenizer.h). */
+struct qc_tokenizer *qc_model_tokenizer(const qc_model *m);
+
+/* Forget the KV cache (a new sequence starts at position 0). */
+void qc_model_reset(qc_model *m);
+size_t qc_model_position(const qc_model *m);
+/* Run n tokens at the current position and append them to the KV cache.
+ * logits receives [n, vocab] when all_logits, else the last row only. */
+qc_status qc_model_forward(qc_model *m, const int32_t *tokens, size_t n, float *logits, int all_logits,
+                           char *err, size_t errlen);
+/* Resident bytes by category and per format, and the distinct fallbacks. */
+void qc_model_print_memory(const qc_model *m, void *file /* FILE* */);
+/* "w4a16 x210, bf16 x1" style summary of the formats the decode step uses
+ * at batch 1 (per layer role group). */
+void qc_model_print_formats(const qc_model *m, qc_phase phase, int64_t batch, void *file);
+
+/* ---- quantization error metrics ---------------------------------------- */
+
+typedef struct qc_quant_metrics {
+    double saturated_ratio;    /* elements clipped to the largest code (from the format), -1 if unknown */
+    double code_utilization;   /* fraction of the format's codes that occur, -1 if unknown */
+    double mse;                /* mean squared error of dequantize(quantize(w)) against w */
+    double cosine;             /* cosine similarity of the two */
+    double sqnr_db;            /* 10 log10(sum w^2 / sum (w - w')^2); inf when exact */
+    double effective_bits;     /* (weights + scales + zeros) bytes * 8 / (n k), padding excluded */
+    size_t resident_bytes;     /* every buffer, padding included */
+    size_t padding_bytes;
+} qc_quant_metrics;
+
+/* Measure a packed weight against its source w[n, k]. */
+qc_status qc_quant_measure(const qc_format_desc *f, const qc_packed_weight *pw, const float *w, qc_quant_metrics *out,
+                           char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

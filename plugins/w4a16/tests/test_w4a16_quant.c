@@ -277,7 +277,10 @@ static void check_eligibility(const w4t *t) {
     expect_select(t, 4096, 4096, 64, W4A16_SCHEME_ASYM | W4A16_SCHEME_PERM, "w4a16.linear_asym_perm", NULL);
     expect_select(t, 4096, 4096, 64, W4A16_SCHEME_FMIN | W4A16_SCHEME_PERM, "w4a16.linear_fmin_perm", NULL);
     expect_select(t, 4096, 4000, 128, 0, NULL, "group");  /* 4000 = 125 * 32, not a multiple of 128 */
-    expect_select(t, 4096, 4000, 0, 0, NULL, "group");    /* the default group is 128 */
+    /* no group asked: 128, else the largest supported group dividing K (4000 -> 32) */
+    expect_select(t, 4096, 4000, 0, 0, "w4a16.linear_sym", NULL);
+    expect_select(t, 4096, 4000, 0, W4A16_SCHEME_ASYM, "w4a16.linear_asym", NULL);
+    expect_select(t, 4096, 4001, 0, 0, NULL, "align_k"); /* not even a multiple of 32 */
     expect_select(t, 4096, 4001, 32, 0, NULL, "align_k");
     expect_select(t, 4100, 4096, 128, 0, NULL, "align_n");
     expect_select(t, 4096, 4096, 96, 0, NULL, "group");
