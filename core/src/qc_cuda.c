@@ -34,9 +34,12 @@ static const char *cu_err(const cuda_fns *f, CUresult r) {
     return "unknown CUDA error";
 }
 
-/* Open NVRTC: the versioned sonames first, then CUDA_HOME / CUDA_PATH.  The
- * handle is kept for the life of the process and never dlclose()d: NVRTC is
- * C++ and its static state does not survive being unloaded and reloaded. */
+/* Open NVRTC: $QCORE_NVRTC_LIBRARY alone when set (a path or soname: pick one
+ * toolkit among several, or name a missing file to test the no-NVRTC path),
+ * else the versioned sonames, then CUDA_HOME / CUDA_PATH.  The handle is kept
+ * for the life of the process and never dlclose()d: NVRTC is C++ and its
+ * static state does not survive being unloaded and reloaded.  A failure is
+ * not remembered, so a later call tries again. */
 void *qc_nvrtc_open(char *err, size_t errlen) {
     static void *cached;
     if (cached) return cached;
@@ -46,6 +49,16 @@ void *qc_nvrtc_open(char *err, size_t errlen) {
 }
 
 static void *nvrtc_open_uncached(char *err, size_t errlen) {
+    const char *forced = getenv("QCORE_NVRTC_LIBRARY");
+    if (forced && *forced) {
+        void *h = dlopen(forced, RTLD_NOW | RTLD_LOCAL);
+        if (!h) {
+            const char *why = dlerror();
+            qc_errf(err, errlen, "no NVRTC library: QCORE_NVRTC_LIBRARY=%s cannot be opened (%s): GPU kernels "
+                    "cannot be compiled", forced, why ? why : "unknown error");
+        }
+        return h;
+    }
     static const char *names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so", NULL};
     for (const char **n = names; *n; n++) {
         void *h = dlopen(*n, RTLD_NOW | RTLD_LOCAL);

@@ -1,0 +1,75 @@
+/* nv_test.h - helpers shared by the NVRTC tests: temporary folders, files, and the skip-or-require rule. */
+#ifndef NV_TEST_H
+#define NV_TEST_H
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "qc_nvrtc.h"
+
+static inline int nv_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+static inline void nv_rm_rf(const char *dir) { nftw(dir, nv_rm_one, 16, FTW_DEPTH | FTW_PHYS); }
+
+/* A fresh folder under $TMPDIR (or /tmp); the caller removes it. */
+static inline char *nv_tmpdir(void) {
+    const char *base = getenv("TMPDIR");
+    static char buf[512];
+    snprintf(buf, sizeof buf, "%s/qc-nvrtc-XXXXXX", base && *base ? base : "/tmp");
+    return mkdtemp(buf);
+}
+
+/* NVRTC found: the handle.  Not found: under CI=true that is a failure
+ * (CI machines have it, so a silent skip would hide a broken setup);
+ * elsewhere the test says "skip" and passes. */
+static inline qc_nvrtc *nv_open_or_skip(const char *test, const char *dir, int *skip) {
+    char err[512] = "";
+    qc_nvrtc *n = qc_nvrtc_create(dir, err, sizeof err);
+    *skip = 0;
+    if (n) return n;
+    const char *ci = getenv("CI");
+    if (ci && strcmp(ci, "true") == 0) {
+        fprintf(stderr, "FAIL %s: NVRTC is required under CI=true: %s\n", test, err);
+        return NULL;
+    }
+    printf("%s: skip: %s\n", test, err);
+    *skip = 1;
+    return NULL;
+}
+
+static inline char *nv_slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 8192;
+            char *b = realloc(buf, cap);
+            if (!b) { free(buf); fclose(f); return NULL; }
+            buf = b;
+        }
+        size_t r = fread(buf + n, 1, 4096, f);
+        n += r;
+        if (r < 4096) break;
+    }
+    fclose(f);
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+static inline int nv_write(const char *path, const void *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    int ok = fwrite(data, 1, len, f) == len;
+    return (fclose(f) == 0 && ok) ? 0 : -1;
+}
+
+#endif
