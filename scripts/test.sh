@@ -9,6 +9,14 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
-cmake -S . -B build-asan -DQCORE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
+# the same suite under ASan+UBSan (optimised, so the model tests stay quick)
+cmake -S . -B build-asan -DQCORE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-asan -j"$jobs"
 ctest --test-dir build-asan --output-on-failure -j"$jobs"
+
+# libFuzzer harnesses of the untrusted-input parsers (clang, ASan+UBSan), each
+# for QCORE_FUZZ_SECONDS (60 in CI)
+CC=clang cmake -S . -B build-fuzz -DQCORE_FUZZ=ON -DQCORE_FUZZ_SECONDS="${QCORE_FUZZ_SECONDS:-60}" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build-fuzz -j"$jobs"
+ctest --test-dir build-fuzz --output-on-failure -L fuzz

@@ -40,8 +40,13 @@ QCORE_CONFIG=/nonexistent/x.ini expect 2 "cannot open configuration" -- plugins
 # the main job: device, plugins with what they lack, a policy decision
 expect 0 "device: " -- --policy policies/latency.lua
 expect 0 "dispatch table: policy policies/latency.lua" -- --policy policies/latency.lua
-expect 0 "format w4a16" -- --policy policies/latency.lua
-expect 0 "kv cache: " -- --policy policies/throughput.lua
+expect 0 "Paris" -- --policy policies/latency.lua -n 16
+expect 2 "needs an integer" -- run -n many
+expect 2 "--stride 600 is larger than --window 512" -- eval --stride 600
+expect 2 "text file 'nope.txt' does not exist" -- eval --text nope.txt
+expect 2 "--text FILE is required" -- eval
+expect 0 "format w4a16" -- plugins
+expect 0 "kv cache: " -- inspect --policy policies/throughput.lua
 expect 0 "plugin org.qcore.fp8" -- plugins
 expect 0 "format kv_fp8" -- plugins
 expect 0 "kernel bf16.linear_ref" -- plugins
@@ -52,20 +57,20 @@ if [[ ! -e /dev/nvidia0 ]]; then
 fi
 # flags override qcore.ini
 printf '[policy]\nfile = policies/throughput.lua\n[model]\nconfig = configs/smollm2-135m.json\n' > "$tmp/q.ini"
-expect 0 "policy policies/throughput.lua" -- --config "$tmp/q.ini"
-expect 0 "policy policies/latency.lua" -- --config "$tmp/q.ini" --policy policies/latency.lua
+expect 0 "policy policies/throughput.lua" -- inspect --config "$tmp/q.ini"
+expect 0 "policy policies/latency.lua" -- inspect --config "$tmp/q.ini" --policy policies/latency.lua
 # a broken policy is a clear error naming the file and line
 printf 'return {\n choose = function(q) return 1 +  end }\n' > "$tmp/broken.lua"
-expect 1 "broken.lua:2:" -- --policy "$tmp/broken.lua"
+expect 1 "broken.lua:2:" -- inspect --policy "$tmp/broken.lua"
 # a policy answering nonsense falls back, with the reason shown
 printf 'return { choose = function(q) return "int3" end }\n' > "$tmp/int3.lua"
-expect 0 "which is not a registered format" -- --policy "$tmp/int3.lua"
+expect 0 "which is not a registered format" -- inspect --policy "$tmp/int3.lua"
 # a refused plugin is reported and the runtime goes on
 expect 0 "refused: $FAULT_DIR/abi/abi.so: plugin ABI version mismatch" -- plugins --plugin-path "$FAULT_DIR/abi"
 QCORE_PLUGIN_PATH="$FAULT_DIR/none" expect 0 "format test_good" -- plugins
 # a model config with a bad field is named
 printf '{"model_type":"llama","hidden_size":-4}' > "$tmp/bad.json"
-expect 1 "\"hidden_size\" must be an integer" -- --model-config "$tmp/bad.json"
+expect 1 "\"hidden_size\" must be an integer" -- inspect --model-config "$tmp/bad.json"
 
 echo "test_cli: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]

@@ -276,6 +276,12 @@ void qc_dispatch_print(const qc_dispatch *d, void *file) {
         fprintf(f, "  %-22s %-9s %-12s %-44s %s\n", name, a->role, shape, dec[i], pre[i]);
     }
     free(dec), free(pre), free(done);
+    qc_dispatch_print_fallbacks(d, f);
+}
+
+void qc_dispatch_print_fallbacks(const qc_dispatch *d, void *file) {
+    FILE *f = file;
+    const qc_layer_list *L = d->layers;
     /* Each distinct fallback once, with how many table entries it covers. */
     int any = 0;
     for (size_t i = 0; i < d->n; i++) {

@@ -51,6 +51,9 @@ struct qc_runtime {
  * same host table plugins get. */
 extern const qc_plugin_entry qc_builtin_entry;
 
+/* The extension `ext_id` of the plugin that registered `format`, or NULL. */
+const void *qc_format_extension(const qc_runtime *rt, const char *format, const char *ext_id);
+
 /* Grow an array of `elem` bytes to hold at least n+1 items. 0 or -1. */
 int qc_grow(void **arr, size_t *cap, size_t n, size_t elem);
 

@@ -567,3 +567,10 @@ void qc_format_missing(const qc_runtime *rt, const qc_format_desc *f, char *buf,
     qc_strlcpy(buf, b.data ? b.data : "", len);
     qc_sbuf_free(&b);
 }
+
+const void *qc_format_extension(const qc_runtime *rt, const char *format, const char *ext_id) {
+    const qc_format_rec *f = format ? find_format(rt, format) : NULL;
+    if (!f) return NULL;
+    const qc_plugin_entry *e = rt->plugins[f->plugin_index]->entry;
+    return e->get_extension ? e->get_extension(ext_id) : NULL;
+}

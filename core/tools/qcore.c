@@ -8,19 +8,7 @@
 
 #include "qc_util.h"
 
-#define EXIT_USAGE 2
-
-typedef struct cli {
-    const char *config_path;
-    int config_required;
-    const char *policy_path;
-    const char *plugin_path;
-    const char *model_config;
-    const char *command;
-    qc_config *cfg;
-    qc_runtime *rt;
-    qc_device_info dev;
-} cli;
+#include "qcore_cli.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -29,7 +17,9 @@ static void usage(FILE *f) {
             "Quantized LLM inference runtime with format plugins and Lua policies.\n"
             "\n"
             "commands:\n"
-            "  (none)        device, plugins and the policy's dispatch table for the model\n"
+            "  (none)        device, plugins, the dispatch table, then an answer from the model\n"
+            "  run           generate text (--prompt TEXT, or stdin) with a summary\n"
+            "  eval          perplexity on --text FILE and greedy agreement with bf16\n"
             "  plugins       each plugin: file, formats, descriptor fields, what is missing\n"
             "  formats       one line per registered format\n"
             "  inspect       device, eligibility per format and the dispatch table\n"
@@ -38,7 +28,24 @@ static void usage(FILE *f) {
             "  --config FILE        configuration (default ./qcore.ini, or $QCORE_CONFIG)\n"
             "  --policy FILE        Lua policy script ([policy] file)\n"
             "  --plugin-path DIRS   extra plugin folders, colon-separated ([plugins] path)\n"
-            "  --model-config FILE  HF config.json giving layer shapes ([model] config)\n"
+            "  --model FILE|DIR     a .gguf file or a folder with config.json + safetensors ([model] path)\n"
+            "  --model-config FILE  HF config.json giving layer shapes when no model is loaded ([model] config)\n"
+            "  --format F           one format for every linear layer (bf16, w4a16, w4a16:g128, fp8,\n"
+            "                       fp8:block, w8a8_int8, mxfp4), overriding the policy\n"
+            "  --kv F               KV cache format (bf16)\n"
+            "  --prompt TEXT        run: the prompt (default: stdin, or a built-in question)\n"
+            "  -n, --max-tokens N   run: tokens to generate (128)\n"
+            "  --temperature T      run: 0 = greedy (default), else sample\n"
+            "  --top-k K, --top-p P run: sampling filters\n"
+            "  --seed S             run: sampling seed\n"
+            "  --raw                run: no chat template\n"
+            "  --ctx N              positions in the KV cache (default min(model, 4096))\n"
+            "  --threads N          CPU threads (default: all)\n"
+            "  --text FILE          eval: text for perplexity\n"
+            "  --window N, --stride N  eval: perplexity window (512) and stride (512)\n"
+            "  --max-eval-tokens N  eval: use only the first N tokens of the text\n"
+            "  --prompts FILE       eval: prompts for greedy agreement (data/eval/prompts.txt)\n"
+            "  --agree-tokens N     eval: greedy tokens per prompt (128; 0 = skip)\n"
             "  -v, --verbose        log plugin loading and policy output\n"
             "  -h, --help           this text\n"
             "  --version            version and plugin ABI\n"
@@ -56,7 +63,7 @@ static int file_must_exist(const char *what, const char *path) {
 
 /* ---- device ---- */
 
-static void print_device(const qc_device_info *d) {
+void print_device(const qc_device_info *d) {
     if (d->available) {
         printf("device: %s, sm_%d, %d SMs, %.1f GiB, CUDA driver API %d.%d (%d device%s)\n", d->name, d->sm, d->sm_count,
                d->mem_total / (1024.0 * 1024 * 1024), d->driver_version / 1000, (d->driver_version % 1000) / 10,
@@ -157,7 +164,7 @@ static void print_formats(cli *c) {
 
 /* ---- policy and dispatch ---- */
 
-static int print_dispatch(cli *c) {
+int print_dispatch(cli *c) {
     qc_model_shape shape;
     char err[1024];
     if (qc_model_shape_load(c->model_config, &shape, err, sizeof err) != QC_OK) {
@@ -268,8 +275,10 @@ static int load_runtime(cli *c) {
     }
     if (c->policy_path) qc_config_set(c->cfg, "policy", "file", c->policy_path);
     if (c->model_config) qc_config_set(c->cfg, "model", "config", c->model_config);
+    if (c->model_path) qc_config_set(c->cfg, "model", "path", c->model_path);
     c->policy_path = qc_config_get(c->cfg, "policy", "file");
     c->model_config = qc_config_get(c->cfg, "model", "config");
+    c->model_path = qc_config_get(c->cfg, "model", "path");
     if (c->policy_path && file_must_exist("policy file", c->policy_path)) return EXIT_USAGE;
     if (c->model_config && file_must_exist("model config", c->model_config)) return EXIT_USAGE;
     qc_runtime_options o = {.struct_size = sizeof o, .config = c->cfg, .plugin_path = c->plugin_path};
@@ -282,14 +291,60 @@ static int load_runtime(cli *c) {
     return 0;
 }
 
+static int parse_int(const char *flag, const char *v, long lo, long hi, long *out) {
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*v == 0 || *end || x < lo || x > hi) {
+        fprintf(stderr, "qcore: %s needs an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_real(const char *flag, const char *v, double lo, double hi, double *out) {
+    char *end;
+    double x = strtod(v, &end);
+    if (*v == 0 || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "qcore: %s needs a number in [%g, %g], got '%s'\n", flag, lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     cli c = {0};
-    enum { OPT_CONFIG = 256, OPT_POLICY, OPT_PLUGIN_PATH, OPT_MODEL_CONFIG, OPT_VERSION };
+    c.window = 512;
+    c.stride = 512;
+    c.agree_tokens = 128;
+    c.top_p = 1.0;
+    enum { OPT_CONFIG = 256, OPT_POLICY, OPT_PLUGIN_PATH, OPT_MODEL_CONFIG, OPT_VERSION, OPT_MODEL, OPT_FORMAT,
+           OPT_KV, OPT_PROMPT, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_RAW, OPT_CTX, OPT_THREADS, OPT_TEXT,
+           OPT_WINDOW, OPT_STRIDE, OPT_MAXEVAL, OPT_PROMPTS, OPT_AGREE };
     static const struct option opts[] = {
         {"config", required_argument, NULL, OPT_CONFIG},
         {"policy", required_argument, NULL, OPT_POLICY},
         {"plugin-path", required_argument, NULL, OPT_PLUGIN_PATH},
         {"model-config", required_argument, NULL, OPT_MODEL_CONFIG},
+        {"model", required_argument, NULL, OPT_MODEL},
+        {"format", required_argument, NULL, OPT_FORMAT},
+        {"kv", required_argument, NULL, OPT_KV},
+        {"prompt", required_argument, NULL, OPT_PROMPT},
+        {"max-tokens", required_argument, NULL, 'n'},
+        {"temperature", required_argument, NULL, OPT_TEMP},
+        {"top-k", required_argument, NULL, OPT_TOPK},
+        {"top-p", required_argument, NULL, OPT_TOPP},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"raw", no_argument, NULL, OPT_RAW},
+        {"ctx", required_argument, NULL, OPT_CTX},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"text", required_argument, NULL, OPT_TEXT},
+        {"window", required_argument, NULL, OPT_WINDOW},
+        {"stride", required_argument, NULL, OPT_STRIDE},
+        {"max-eval-tokens", required_argument, NULL, OPT_MAXEVAL},
+        {"prompts", required_argument, NULL, OPT_PROMPTS},
+        {"agree-tokens", required_argument, NULL, OPT_AGREE},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -297,12 +352,62 @@ int main(int argc, char **argv) {
     };
     opterr = 0;
     int ch;
-    while ((ch = getopt_long(argc, argv, ":vh", opts, NULL)) != -1) {
+    long iv;
+    while ((ch = getopt_long(argc, argv, ":vhn:", opts, NULL)) != -1) {
         switch (ch) {
         case OPT_CONFIG: c.config_path = optarg; c.config_required = 1; break;
         case OPT_POLICY: c.policy_path = optarg; break;
         case OPT_PLUGIN_PATH: c.plugin_path = optarg; break;
         case OPT_MODEL_CONFIG: c.model_config = optarg; break;
+        case OPT_MODEL: c.model_path = optarg; break;
+        case OPT_FORMAT: c.format = optarg; break;
+        case OPT_KV: c.kv_format = optarg; break;
+        case OPT_PROMPT: c.prompt = optarg; break;
+        case OPT_RAW: c.raw = 1; break;
+        case OPT_TEXT: c.text_path = optarg; break;
+        case OPT_PROMPTS: c.prompts_path = optarg; break;
+        case 'n':
+            if (parse_int("--max-tokens", optarg, 1, 1 << 20, &iv)) return EXIT_USAGE;
+            c.max_tokens = (int)iv;
+            break;
+        case OPT_TOPK:
+            if (parse_int("--top-k", optarg, 0, 1 << 22, &iv)) return EXIT_USAGE;
+            c.top_k = (int)iv;
+            break;
+        case OPT_SEED:
+            if (parse_int("--seed", optarg, 0, 0x7fffffffL, &iv)) return EXIT_USAGE;
+            c.seed = (unsigned long long)iv;
+            break;
+        case OPT_CTX:
+            if (parse_int("--ctx", optarg, 16, 1 << 20, &iv)) return EXIT_USAGE;
+            c.ctx = (int)iv;
+            break;
+        case OPT_THREADS:
+            if (parse_int("--threads", optarg, 1, 256, &iv)) return EXIT_USAGE;
+            c.threads = (int)iv;
+            break;
+        case OPT_WINDOW:
+            if (parse_int("--window", optarg, 2, 1 << 16, &iv)) return EXIT_USAGE;
+            c.window = (int)iv;
+            break;
+        case OPT_STRIDE:
+            if (parse_int("--stride", optarg, 1, 1 << 16, &iv)) return EXIT_USAGE;
+            c.stride = (int)iv;
+            break;
+        case OPT_MAXEVAL:
+            if (parse_int("--max-eval-tokens", optarg, 2, 1L << 30, &iv)) return EXIT_USAGE;
+            c.max_eval_tokens = iv;
+            break;
+        case OPT_AGREE:
+            if (parse_int("--agree-tokens", optarg, 0, 4096, &iv)) return EXIT_USAGE;
+            c.agree_tokens = (int)iv;
+            break;
+        case OPT_TEMP:
+            if (parse_real("--temperature", optarg, 0, 100, &c.temperature)) return EXIT_USAGE;
+            break;
+        case OPT_TOPP:
+            if (parse_real("--top-p", optarg, 0, 1, &c.top_p)) return EXIT_USAGE;
+            break;
         case 'v': qc_set_log_level(QC_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
         case OPT_VERSION:
@@ -316,19 +421,33 @@ int main(int argc, char **argv) {
             return EXIT_USAGE;
         }
     }
+    if (c.stride > c.window) {
+        fprintf(stderr, "qcore: --stride %d is larger than --window %d: tokens would be skipped\n", c.stride,
+                c.window);
+        return EXIT_USAGE;
+    }
     if (optind < argc) c.command = argv[optind++];
     if (optind < argc) {
         fprintf(stderr, "qcore: unexpected argument '%s' (see qcore --help)\n", argv[optind]);
         return EXIT_USAGE;
     }
-    static const char *commands[] = {"plugins", "formats", "inspect", NULL};
+    static const char *commands[] = {"run", "eval", "plugins", "formats", "inspect", NULL};
     if (c.command) {
         int known = 0;
         for (const char **k = commands; *k; k++) known |= strcmp(*k, c.command) == 0;
         if (!known) {
-            fprintf(stderr, "qcore: unknown command '%s' (commands: plugins, formats, inspect)\n", c.command);
+            fprintf(stderr, "qcore: unknown command '%s' (commands: run, eval, plugins, formats, inspect)\n",
+                    c.command);
             return EXIT_USAGE;
         }
+    }
+    if (c.text_path && access(c.text_path, R_OK) != 0) {
+        fprintf(stderr, "qcore: text file '%s' does not exist or cannot be read\n", c.text_path);
+        return EXIT_USAGE;
+    }
+    if (c.prompts_path && access(c.prompts_path, R_OK) != 0) {
+        fprintf(stderr, "qcore: prompts file '%s' does not exist or cannot be read\n", c.prompts_path);
+        return EXIT_USAGE;
     }
     int rc = load_runtime(&c);
     if (rc) {
@@ -337,12 +456,24 @@ int main(int argc, char **argv) {
     }
     if (!c.command) {
         printf("qcore %s (plugin ABI %u)\n", qc_version(), QC_PLUGIN_ABI_VERSION);
-        print_device(&c.dev);
-        print_plugins(&c, 0);
-        if (c.model_config)
-            rc = print_dispatch(&c);
-        else
-            printf("no model config given (--model-config or [model] config in qcore.ini): no dispatch table\n");
+        if (c.model_path && access(c.model_path, R_OK) == 0) {
+            rc = cmd_run(&c, 1);
+        } else {
+            /* no model yet: what the policy would do for the configured shapes */
+            print_device(&c.dev);
+            print_plugins(&c, 0);
+            if (c.model_config) rc = print_dispatch(&c);
+            if (c.model_path) {
+                fprintf(stderr, "qcore: model '%s' is missing; the default model is fetched by "
+                                "`bash scripts/setup.sh`\n", c.model_path);
+                rc = 1;
+            }
+        }
+    } else if (strcmp(c.command, "run") == 0) {
+        rc = cmd_run(&c, 0);
+    } else if (strcmp(c.command, "eval") == 0) {
+        if (!c.prompts_path) c.prompts_path = qc_config_get(c.cfg, "eval", "prompts");
+        rc = cmd_eval(&c);
     } else if (strcmp(c.command, "plugins") == 0) {
         print_plugins(&c, 1);
     } else if (strcmp(c.command, "formats") == 0) {

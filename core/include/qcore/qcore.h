@@ -306,6 +306,8 @@ const qc_layer_list *qc_model_layers(const qc_model *m);
 /* The model's tokenizer (an internal type, see core/src/qc_tokenizer.h). */
 struct qc_tokenizer *qc_model_tokenizer(const qc_model *m);
 
+/* The KV cache format in use ("bf16", "kv_fp8"). */
+const char *qc_model_kv_format(const qc_model *m);
 /* Forget the KV cache (a new sequence starts at position 0). */
 void qc_model_reset(qc_model *m);
 size_t qc_model_position(const qc_model *m);

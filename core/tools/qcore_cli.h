@@ -1,0 +1,44 @@
+/* qcore_cli.h - state shared by the command-line tool's files. */
+#ifndef QCORE_CLI_H
+#define QCORE_CLI_H
+
+#include "qc_util.h"
+
+#define EXIT_USAGE 2
+
+typedef struct cli {
+    const char *config_path;
+    int config_required;
+    const char *policy_path;
+    const char *plugin_path;
+    const char *model_config;
+    const char *model_path;
+    const char *format;        /* --format: one format for every linear layer */
+    const char *kv_format;
+    const char *prompt;
+    const char *text_path;     /* eval --text */
+    int max_tokens;
+    double temperature;
+    int top_k;
+    double top_p;
+    unsigned long long seed;
+    int raw;                   /* no chat template */
+    int threads;
+    int ctx;
+    int window, stride;        /* eval */
+    long max_eval_tokens;
+    const char *prompts_path;  /* eval greedy agreement */
+    int agree_tokens;
+    const char *command;
+    qc_config *cfg;
+    qc_runtime *rt;
+    qc_device_info dev;
+} cli;
+
+int cmd_run(cli *c, int overview);
+int cmd_eval(cli *c);
+/* The dispatch table and KV decision for the configured model config. */
+int print_dispatch(cli *c);
+void print_device(const qc_device_info *d);
+
+#endif
