@@ -19,4 +19,4 @@ ctest --test-dir build-asan --output-on-failure -j"$jobs"
 CC=clang cmake -S . -B build-fuzz -DQCORE_FUZZ=ON -DQCORE_FUZZ_SECONDS="${QCORE_FUZZ_SECONDS:-60}" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j"$jobs"
-ctest --test-dir build-fuzz --output-on-failure -L fuzz
+ctest --test-dir build-fuzz --output-on-failure -L fuzz -j"$jobs"
