@@ -32,6 +32,7 @@ static void check(const char *format, const char *scheme, uint32_t group, int64_
         ss += (double)w[i] * w[i];
     }
     CHECK(fabs(mt.mse - se / (double)(n * k)) <= 1e-12 * (1 + mt.mse), "%s mse", format);
+    CHECK(se == 0 || fabs(mt.sqnr_db - 10 * log10(ss / se)) < 1e-9, "%s sqnr", format);
     CHECK(mt.sqnr_db >= min_sqnr, "%s: SQNR %.1f dB < %.1f", format, mt.sqnr_db, min_sqnr);
     CHECK(mt.cosine > 0.9 && mt.cosine <= 1.0000001, "%s cosine %.6f", format, mt.cosine);
     if (f->code_stats) {
