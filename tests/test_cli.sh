@@ -69,6 +69,8 @@ expect 0 "which is not a registered format" -- inspect --policy "$tmp/int3.lua"
 expect 0 "refused: $FAULT_DIR/abi/abi.so: plugin ABI version mismatch" -- plugins --plugin-path "$FAULT_DIR/abi"
 QCORE_PLUGIN_PATH="$FAULT_DIR/none" expect 0 "format test_good" -- plugins
 # a model config with a bad field is named
+printf '{"model_type":"llama","hidden_size":2,"intermediate_size":4,"num_hidden_layers":1,"num_attention_heads":4,"vocab_size":10}' > "$tmp/hd.json"
+expect 1 "hidden_size 2 is not a multiple of num_attention_heads 4" -- inspect --model-config "$tmp/hd.json"
 printf '{"model_type":"llama","hidden_size":-4}' > "$tmp/bad.json"
 expect 1 "\"hidden_size\" must be an integer" -- inspect --model-config "$tmp/bad.json"
 

@@ -67,6 +67,15 @@ qc_status qc_model_shape_load(const char *path, qc_model_shape *m, char *err, si
         get_int(root, "vocab_size", -1, 1, 1 << 22, &m->vocab, path, err, errlen) ||
         get_int(root, "max_position_embeddings", 4096, 1, 1 << 24, &m->max_positions, path, err, errlen))
         goto out;
+    if (!json_object_get(root, "head_dim") && m->hidden % m->n_heads) {
+        qc_errf(err, errlen, "%s: hidden_size %d is not a multiple of num_attention_heads %d (and no head_dim)",
+                path, m->hidden, m->n_heads);
+        goto out;
+    }
+    if (m->head_dim < 1 || m->head_dim % 2) {
+        qc_errf(err, errlen, "%s: head_dim %d must be a positive even number", path, m->head_dim);
+        goto out;
+    }
     if (m->n_heads % m->n_kv_heads) {
         qc_errf(err, errlen, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path,
                 m->n_heads, m->n_kv_heads);
