@@ -1,5 +1,6 @@
 /* qc_gguf.c - GGUF v2/v3 reader: maps the file and checks every count, length, offset and type before use. */
 #define _POSIX_C_SOURCE 200809L
+#include "qc_ggml.h"
 #include "qc_gguf.h"
 
 #include <errno.h>
@@ -44,39 +45,32 @@ struct qc_gguf {
 
 /* ---- type tables --------------------------------------------------------- */
 
-typedef struct ggml_type_info {
-    const char *name;
-    uint32_t block;            /* elements per block; 0: known id, not supported here */
-    uint32_t block_bytes;
-} ggml_type_info;
-
-/* Every ggml type id in use, so a refusal can name what the file holds. */
-static const ggml_type_info GGML_TYPES[] = {
-    [0] = {"f32", 1, 4},      [1] = {"f16", 1, 2},       [2] = {"q4_0", 32, 18},   [3] = {"q4_1", 32, 20},
-    [6] = {"q5_0", 0, 0},     [7] = {"q5_1", 0, 0},      [8] = {"q8_0", 32, 34},   [9] = {"q8_1", 0, 0},
-    [10] = {"q2_k", 0, 0},    [11] = {"q3_k", 0, 0},     [12] = {"q4_k", 256, 144}, [13] = {"q5_k", 256, 176},
-    [14] = {"q6_k", 256, 210}, [15] = {"q8_k", 0, 0},    [16] = {"iq2_xxs", 0, 0}, [17] = {"iq2_xs", 0, 0},
-    [18] = {"iq3_xxs", 0, 0}, [19] = {"iq1_s", 0, 0},    [20] = {"iq4_nl", 0, 0},  [21] = {"iq3_s", 0, 0},
-    [22] = {"iq2_s", 0, 0},   [23] = {"iq4_xs", 0, 0},   [24] = {"i8", 0, 0},      [25] = {"i16", 0, 0},
-    [26] = {"i32", 0, 0},     [27] = {"i64", 0, 0},      [28] = {"f64", 0, 0},     [29] = {"iq1_m", 0, 0},
-    [30] = {"bf16", 1, 2},    [34] = {"tq1_0", 0, 0},    [35] = {"tq2_0", 0, 0},   [39] = {"mxfp4", 32, 17},
-    [40] = {"nvfp4", 0, 0},   [41] = {"q1_0", 0, 0},
+/* Names of every ggml type id in use, so a refusal can name what the file
+ * holds; block sizes and bytes of the supported ones come from qc_ggml.c,
+ * the decoder, so the reader and the decoder cannot disagree. */
+static const char *const GGML_TYPE_NAMES[] = {
+    [0] = "f32",      [1] = "f16",      [2] = "q4_0",     [3] = "q4_1",    [6] = "q5_0",    [7] = "q5_1",
+    [8] = "q8_0",     [9] = "q8_1",     [10] = "q2_k",    [11] = "q3_k",   [12] = "q4_k",   [13] = "q5_k",
+    [14] = "q6_k",    [15] = "q8_k",    [16] = "iq2_xxs", [17] = "iq2_xs", [18] = "iq3_xxs", [19] = "iq1_s",
+    [20] = "iq4_nl",  [21] = "iq3_s",   [22] = "iq2_s",   [23] = "iq4_xs", [24] = "i8",     [25] = "i16",
+    [26] = "i32",     [27] = "i64",     [28] = "f64",     [29] = "iq1_m",  [30] = "bf16",   [34] = "tq1_0",
+    [35] = "tq2_0",   [39] = "mxfp4",   [40] = "nvfp4",   [41] = "q1_0",
 };
-#define N_GGML_TYPES (sizeof GGML_TYPES / sizeof GGML_TYPES[0])
+#define N_GGML_TYPES (sizeof GGML_TYPE_NAMES / sizeof GGML_TYPE_NAMES[0])
 #define SUPPORTED_TYPES "f32 f16 bf16 q4_0 q4_1 q8_0 q4_k q5_k q6_k mxfp4"
 
 const char *qc_gguf_type_name(uint32_t type) {
-    if (type < N_GGML_TYPES && GGML_TYPES[type].name) return GGML_TYPES[type].name;
+    if (type < N_GGML_TYPES && GGML_TYPE_NAMES[type]) return GGML_TYPE_NAMES[type];
     return "unknown";
 }
 
 size_t qc_gguf_type_bytes(uint32_t type, int64_t n) {
-    if (type >= N_GGML_TYPES || !GGML_TYPES[type].block || n < 0) return 0;
-    const ggml_type_info *t = &GGML_TYPES[type];
-    if (n % t->block) return 0;
-    uint64_t blocks = (uint64_t)n / t->block;
-    if (blocks > SIZE_MAX / t->block_bytes) return 0;
-    return (size_t)blocks * t->block_bytes;
+    uint32_t block = qc_ggml_block_size(type);
+    size_t block_bytes = qc_ggml_type_size(type);
+    if (!block || !block_bytes || n < 0 || n % block) return 0;
+    uint64_t blocks = (uint64_t)n / block;
+    if (blocks > SIZE_MAX / block_bytes) return 0;
+    return (size_t)blocks * block_bytes;
 }
 
 static const char *const VALUE_TYPE_NAMES[] = {"u8",  "i8",   "u16",    "i16",   "u32", "i32", "f32",
@@ -401,12 +395,16 @@ static int parse_tensor_info(qc_gguf *g, rd *r, size_t i) {
         return -1;
     }
     if (get32(r, &t->type, "the tensor type")) return -1;
-    if (t->type >= N_GGML_TYPES || !GGML_TYPES[t->type].name) {
+    if (t->type >= N_GGML_TYPES || !GGML_TYPE_NAMES[t->type]) {
         fail(r, "unknown tensor type id %u", t->type);
         return -1;
     }
-    const ggml_type_info *ti = &GGML_TYPES[t->type];
-    if (!ti->block) {
+    const struct {
+        const char *name;
+        uint32_t block;
+        size_t block_bytes;
+    } tinfo = {GGML_TYPE_NAMES[t->type], qc_ggml_block_size(t->type), qc_ggml_type_size(t->type)}, *ti = &tinfo;
+    if (!ti->block || !ti->block_bytes) {
         fail(r, "tensor type %u (%s) is not supported (supported: " SUPPORTED_TYPES ")", t->type, ti->name);
         return -1;
     }
