@@ -1,0 +1,14 @@
+/* qc_core_kernels.h - the core's own GPU kernels with their C references (internal). */
+#ifndef QC_CORE_KERNELS_H
+#define QC_CORE_KERNELS_H
+
+#include "qcore/plugin.h"
+
+/* Register rmsnorm, rope (adjacent pairs and half split), swiglu, embedding
+ * gather, argmax and the bf16 tensor-core linear through the host table, as a
+ * plugin would.  Called from the builtin plugin's init after it registered
+ * the "bf16" format (every kernel must name a format of its plugin); the
+ * linear's C reference is the bf16 format's own. */
+qc_status qc_core_kernels_register(const qc_host_api *api, qc_host *host, void (*bf16_linear_ref)(void));
+
+#endif

@@ -1,0 +1,113 @@
+/* qc_gpu.h - the CUDA backend: driver API by dlopen, one stream, a memory ledger, modules and launches (internal). */
+#ifndef QC_GPU_H
+#define QC_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "qc_nvrtc.h"
+#include "qcore/plugin.h"
+
+/* A device address (CUdeviceptr).  Kernel arguments of type QC_PARAM_PTR
+ * point at one of these when launched on the GPU. */
+typedef uint64_t qc_devptr;
+
+typedef struct qc_gpu qc_gpu;
+typedef struct qc_gpu_fn_ *qc_gpu_fn;       /* a CUfunction, owned by the context's module cache */
+typedef struct qc_gpu_event_ *qc_gpu_event; /* a CUevent */
+
+/* What the context knows about its device. */
+typedef struct qc_gpu_info {
+    int device;          /* ordinal */
+    char name[128];
+    int sm;              /* major*10+minor */
+    int sm_count;
+    int driver_version;  /* cuDriverGetVersion, e.g. 13000 */
+    size_t mem_total;
+    size_t smem_optin;   /* largest dynamic shared memory a block may opt in to */
+} qc_gpu_info;
+
+/* Open device `device`: dlopen the driver (libcuda.so.1, or the file named by
+ * $QCORE_CUDA_LIBRARY), cuInit, retain its primary context, create one
+ * non-blocking stream.  NULL with a message in err when there is no driver,
+ * no such device or any step fails; never crashes without a GPU. */
+qc_gpu *qc_gpu_open(int device, char *err, size_t errlen);
+/* Frees what is still allocated (naming it in a warning), unloads modules,
+ * destroys the stream and releases the primary context.  NULL is a no-op. */
+void qc_gpu_close(qc_gpu *g);
+const qc_gpu_info *qc_gpu_get_info(const qc_gpu *g);
+/* Current free and total device memory (cuMemGetInfo). */
+qc_status qc_gpu_mem_info(qc_gpu *g, size_t *free_bytes, size_t *total_bytes, char *err, size_t errlen);
+
+/* ---- memory and the ledger ---- */
+
+/* One device allocation.  `logical` is what the data needs (e.g. packed
+ * weights without padding), `resident` what the device holds for it. */
+typedef struct qc_gpu_buf {
+    qc_devptr ptr;       /* 0 when not allocated */
+    size_t logical, resident;
+    qc_mem_category category;
+} qc_gpu_buf;
+
+/* Allocate `resident` bytes (logical <= resident) and book them under `cat`.
+ * Refused before cuMemAlloc is called when resident exceeds the free device
+ * memory; a failing cuMemAlloc is reported the same way.  Both messages name
+ * `what`, its category, the bytes asked and the bytes free (QC_ERR_NOMEM).
+ * `out` is left with ptr 0 on failure. */
+qc_status qc_gpu_alloc(qc_gpu *g, size_t logical, size_t resident, qc_mem_category cat, const char *what,
+                       qc_gpu_buf *out, char *err, size_t errlen);
+/* Free and unbook; zeroes *b.  A buffer with ptr 0 is a no-op; one that this
+ * context did not allocate is refused with a warning (no double free). */
+void qc_gpu_free(qc_gpu *g, qc_gpu_buf *b);
+
+typedef struct qc_gpu_ledger_row {
+    size_t count;        /* live allocations */
+    size_t logical, resident;
+    size_t peak_resident;
+} qc_gpu_ledger_row;
+/* One category's numbers; cat == QC_MEM_COUNT_ gives the totals (whose peak
+ * is the peak of the sum, not the sum of the peaks). */
+qc_gpu_ledger_row qc_gpu_ledger_get(qc_gpu *g, qc_mem_category cat);
+/* Per category: live allocations, logical, resident, padding (resident -
+ * logical) and peak resident; then totals and the device's free memory. */
+void qc_gpu_ledger_print(qc_gpu *g, FILE *f);
+
+/* ---- copies on the context's stream ---- */
+
+qc_status qc_gpu_upload(qc_gpu *g, qc_devptr dst, const void *src, size_t bytes, char *err, size_t errlen);
+/* Waits for the stream, so the host data is there on return. */
+qc_status qc_gpu_download(qc_gpu *g, void *dst, qc_devptr src, size_t bytes, char *err, size_t errlen);
+/* Fill `count` 32-bit words with `value` (e.g. a NaN pattern to poison outputs). */
+qc_status qc_gpu_memset32(qc_gpu *g, qc_devptr dst, uint32_t value, size_t count, char *err, size_t errlen);
+/* Wait for everything queued on the stream; reports an error a kernel raised. */
+qc_status qc_gpu_sync(qc_gpu *g, char *err, size_t errlen);
+
+/* ---- modules and launches ---- */
+
+/* Load a cubin (cuModuleLoadData) and look `entry` up; modules are cached by
+ * the cubin's key and functions by (key, entry), so a second call is a lookup. */
+qc_status qc_gpu_module_load(qc_gpu *g, const qc_cubin *c, const char *entry, qc_gpu_fn *fn, char *err,
+                             size_t errlen);
+/* Compile a registered kernel for this device (NVRTC, disk cache; the
+ * arch-specific target on sm_90 and later) and load it.  Fails with why->code
+ * "arch" when the kernel's range excludes this device, "missing" when it has
+ * no CUDA source, else the compiler's reason. */
+qc_status qc_gpu_kernel_load(qc_gpu *g, qc_nvrtc *nv, const qc_kernel_desc *k, qc_gpu_fn *fn, qc_reason *why);
+/* cuLaunchKernel on the context's stream with the argument array that
+ * qc_kernel_bind built (argv[i] points at the value of parameter i; device
+ * addresses for pointers).  Raises the function's dynamic shared-memory limit
+ * first when dims->shared_bytes is over 48 KiB. */
+qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *dims, void **argv, char *err,
+                        size_t errlen);
+
+/* ---- timing ---- */
+
+qc_status qc_gpu_event_create(qc_gpu *g, qc_gpu_event *ev, char *err, size_t errlen);
+void qc_gpu_event_destroy(qc_gpu *g, qc_gpu_event ev);
+qc_status qc_gpu_event_record(qc_gpu *g, qc_gpu_event ev, char *err, size_t errlen);
+/* Milliseconds between two recorded events; waits for `end`. */
+qc_status qc_gpu_event_elapsed(qc_gpu *g, qc_gpu_event start, qc_gpu_event end, float *ms, char *err,
+                               size_t errlen);
+
+#endif
