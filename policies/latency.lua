@@ -66,7 +66,7 @@ function P.choose(q)
   local order = (q.phase == "decode" and q.batch <= 16) and FEW_BYTES or FAST_MMA
   if q.layer.role == "lm_head" then
     -- the output projection is the most sensitive layer: no 4-bit there, and
-    -- INT8 before FP8 (on SmolLM2's head, perplexity +0% for INT8, +2.7% for
+    -- INT8 before FP8 (on SmolLM2's head, perplexity +0.05% for INT8, +3.7% for
     -- E4M3, +12% for 4-bit: docs/quality.md)
     order = { "w8a8_int8", "fp8" }
   end
