@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "qc_core_kernels.h"
 #include "qc_internal.h"
 
 static const qc_host_api *g_api;
@@ -93,8 +94,8 @@ static qc_status builtin_init(const qc_host_api *api, qc_host *host, char *err, 
         .scale_dtype = QC_DT_NONE,
         .weight_scale = QC_GRAN_NONE,
         .act_scale = QC_GRAN_NONE,
-        .supported_arch = {0, 0},
-        .native_arch = {0, 0},
+        .supported_arch = {80, QC_SM_ANY}, /* bf16.linear_mma; the reference runs anywhere */
+        .native_arch = {80, QC_SM_ANY},
         .n_align = 1,
         .k_align = 1,
         .bits_per_weight = 16,
@@ -115,7 +116,8 @@ static qc_status builtin_init(const qc_host_api *api, qc_host *host, char *err, 
         .params = bf16_params,
         .reference = (void (*)(void))bf16_linear_ref,
     };
-    return api->register_kernel(host, &k);
+    if (api->register_kernel(host, &k) != QC_OK) return QC_ERR_INTERNAL;
+    return qc_core_kernels_register(api, host, (void (*)(void))bf16_linear_ref);
 }
 
 const qc_plugin_entry qc_builtin_entry = {

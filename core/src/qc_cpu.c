@@ -1,6 +1,7 @@
 /* qc_cpu.c - the CPU reference forward pass: every linear layer through its format's exact operands. */
 #define _GNU_SOURCE
 #include <cblas.h>
+#include <stdio.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include "qc_model.h"
+#include "qc_report.h"
 
 void openblas_set_num_threads(int num_threads);
 
@@ -86,6 +88,7 @@ static qc_status linear(qc_model *m, const qc_linear *L, const float *x, int64_t
         return QC_ERR_INTERNAL;
     }
     int64_t n = L->src.n, k = L->src.k;
+    double t0 = m->trace ? qc_now_seconds() : 0;
     const float *xa = x;
     if (p->fmt->quantize_activations) {
         qc_status st = p->fmt->quantize_activations(&p->pw, x, rows, m->s_act);
@@ -103,6 +106,11 @@ static qc_status linear(qc_model *m, const qc_linear *L, const float *x, int64_t
     if (L->bias)
         for (int64_t r = 0; r < rows; r++)
             for (int64_t j = 0; j < n; j++) y[r * n + j] += L->bias[j];
+    if (m->trace) {
+        /* the kernel that defines the numbers, run here as its float path */
+        qc_trace_event(m->trace, L->info->name, "linear", qc_format_plugin(m->rt, p->fmt->name), p->fmt->name,
+                       p->kernel ? p->kernel->id : "", rows, n, k, t0, qc_now_seconds());
+    }
     return QC_OK;
 }
 
@@ -275,7 +283,15 @@ qc_status qc_cpu_forward(qc_model *m, const int32_t *tokens, size_t n, float *lo
             m->k_cache[base + i] = round_bf16(m->s_k[i]);
             m->v_cache[base + i] = round_bf16(m->s_v[i]);
         }
+        double ta = m->trace ? qc_now_seconds() : 0;
         attention(m, b, rows, m->pos);
+        if (m->trace) {
+            char name[48];
+            snprintf(name, sizeof name, "blk.%d.attention", b);
+            qc_trace_event(m->trace, name, "attention", "org.qcore.builtin", m->kv_format,
+                           rows >= 8 ? "cpu.attention_gemm" : "cpu.attention", rows, (int64_t)(m->pos + (size_t)rows),
+                           s->head_dim, ta, qc_now_seconds());
+        }
         if ((st = linear(m, &B->lin[3], m->s_att, rows, m->s_h, phase, err, errlen))) return st;
         for (int64_t i = 0; i < rows * H; i++) m->s_x[i] += m->s_h[i];
 

@@ -12,6 +12,7 @@
 #include "qc_ggml.h"
 #include "qc_gguf.h"
 #include "qc_model.h"
+#include "qc_report.h"
 #include "qc_safetensors.h"
 #include "qc_tokenizer.h"
 
@@ -361,6 +362,18 @@ static qc_status prepare_format(qc_model *m, qc_linear *L, const char *recipe, f
         release_packed(p->fmt, &p->pw);
         return QC_ERR_INVALID;
     }
+    /* the kernel for this weight's own scheme and group (the dispatch table
+     * chose the format before the weight existed) */
+    qc_problem pr = {.struct_size = sizeof pr, .m = 1, .n = L->src.n, .k = L->src.k, .group_size = p->pw.group_size,
+                     .scheme = p->pw.scheme, .layer = L->info->name};
+    qc_reason why;
+    if (!qc_select_format(m->rt, p->fmt, &pr, 0, &p->kernel, &why)) {
+        qc_errf(err, errlen, "%s: no %s reference kernel takes this weight: %s: %s", L->info->name, name, why.code,
+                why.text);
+        free(p->deq);
+        release_packed(p->fmt, &p->pw);
+        return QC_ERR_UNSUPPORTED;
+    }
     L->n_prep++;
     return QC_OK;
 }
@@ -535,6 +548,8 @@ qc_model *qc_model_open(qc_runtime *rt, const qc_model_options *opt, char *err, 
     }
     m->kv_bytes_resident = kv_elems * 2 * 2; /* bf16 K and V */
     m->threads = o.threads;
+    const char *trace = getenv("QCORE_TRACE");
+    if (trace && *trace) m->trace = qc_trace_open(trace);
     qc_policy_close(fixed);
     return m;
 fail:
@@ -553,6 +568,7 @@ static void free_linear(qc_linear *L) {
 
 void qc_model_close(qc_model *m) {
     if (!m) return;
+    qc_trace_close(m->trace);
     if (m->blocks) {
         for (int b = 0; b < m->shape.n_layers; b++) {
             qc_block *B = &m->blocks[b];
@@ -636,4 +652,145 @@ void qc_model_print_formats(const qc_model *m, qc_phase phase, int64_t batch, vo
         for (int k = 0; k < ns; k++) fprintf(f, "%s%s%s x%d", k ? " +" : " ", seen[k], "", counts[k]);
     }
     fprintf(f, "\n");
+}
+
+/* ---- run manifest ---- */
+
+#ifndef QC_GIT_COMMIT
+#define QC_GIT_COMMIT "unknown"
+#endif
+
+/* What was prepared for a linear, as one comparable line. */
+static void recipe_key(const qc_linear *L, char *buf, size_t len) {
+    qc_sbuf b = {0};
+    for (int p = 0; p < L->n_prep; p++)
+        qc_sbuf_printf(&b, "%s/%u/%u/%d;", L->prep[p].fmt->name, L->prep[p].pw.scheme, L->prep[p].pw.group_size,
+                       L->prep[p].imported);
+    qc_strlcpy(buf, b.data ? b.data : "", len);
+    qc_sbuf_free(&b);
+}
+
+static json_t *linear_formats_json(const qc_model *m, const qc_linear *L) {
+    json_t *formats = json_array();
+    for (int p = 0; p < L->n_prep; p++) {
+        const qc_prepared *pp = &L->prep[p];
+        const qc_format_desc *f = pp->fmt;
+        json_array_append_new(
+            formats, json_pack("{s:s,s:s,s:i,s:i,s:s,s:s,s:s,s:s,s:b,s:i,s:f}", "format", f->name, "plugin",
+                               qc_format_plugin(m->rt, f->name), "scheme", (int)pp->pw.scheme, "group_size",
+                               (int)pp->pw.group_size, "weights", qc_dtype_name(f->weight_dtype), "activations",
+                               qc_dtype_name(f->act_dtype), "accumulator", qc_dtype_name(f->accum_dtype), "kernel",
+                               pp->kernel ? pp->kernel->id : "", "imported_exactly", pp->imported, "pack_version",
+                               (int)pp->pw.pack_version, "logical_bits", pp->pw.logical_bits));
+    }
+    return formats;
+}
+
+/* One row per run of consecutive blocks whose layer of a role was prepared
+ * the same way, then the head. */
+static json_t *recipe_json(const qc_model *m) {
+    json_t *rows = json_array();
+    for (int r = 0; r < ROLE_COUNT; r++) {
+        for (int b = 0; b < m->shape.n_layers;) {
+            char key[256], next[256];
+            const qc_linear *L = &m->blocks[b].lin[r];
+            recipe_key(L, key, sizeof key);
+            int e = b + 1;
+            for (; e < m->shape.n_layers; e++) {
+                recipe_key(&m->blocks[e].lin[r], next, sizeof next);
+                if (strcmp(key, next) != 0) break;
+            }
+            char layers[48];
+            snprintf(layers, sizeof layers, e - 1 > b ? "blk.%d-%d" : "blk.%d", b, e - 1);
+            json_array_append_new(rows, json_pack("{s:s,s:s,s:I,s:I,s:o}", "layers", layers, "role", L->info->role,
+                                                  "n", (json_int_t)L->src.n, "k", (json_int_t)L->src.k, "formats",
+                                                  linear_formats_json(m, L)));
+            b = e;
+        }
+    }
+    json_array_append_new(rows, json_pack("{s:s,s:s,s:I,s:I,s:o}", "layers", "lm_head", "role", "lm_head", "n",
+                                          (json_int_t)m->lm_head.src.n, "k", (json_int_t)m->lm_head.src.k, "formats",
+                                          linear_formats_json(m, &m->lm_head)));
+    return rows;
+}
+
+qc_status qc_model_write_manifest(const qc_model *m, const char *path, const char *command, const char *policy_path,
+                                  const char *results_json, char *err, size_t errlen) {
+    char sha[65] = "", psha[65] = "";
+    json_t *files = json_array();
+    if (m->gguf) {
+        if (qc_sha256_file(m->path, sha, err, errlen) != QC_OK) {
+            json_decref(files);
+            return QC_ERR_IO;
+        }
+        json_array_append_new(files, json_pack("{s:s,s:s}", "path", m->path, "sha256", sha));
+    } else {
+        /* every distinct shard, hashed once */
+        for (size_t i = 0; i < qc_safetensors_count(m->st); i++) {
+            const char *fp = qc_safetensors_at(m->st, i)->file;
+            int seen = 0;
+            for (size_t j = 0; fp && j < i && !seen; j++) seen = qc_safetensors_at(m->st, j)->file == fp ||
+                                                               strcmp(qc_safetensors_at(m->st, j)->file, fp) == 0;
+            if (fp && !seen && qc_sha256_file(fp, sha, err, errlen) == QC_OK)
+                json_array_append_new(files, json_pack("{s:s,s:s}", "path", fp, "sha256", sha));
+        }
+    }
+    if (policy_path) qc_sha256_file(policy_path, psha, err, errlen);
+    qc_device_info dev;
+    qc_device_probe(&dev);
+    char arch[192];
+    if (dev.available)
+        snprintf(arch, sizeof arch, "sm_%d (%s)", dev.sm, dev.name);
+    else
+        qc_strlcpy(arch, "cpu reference", sizeof arch);
+    json_t *plugins = json_array();
+    for (size_t i = 0; i < qc_plugin_count(m->rt); i++) {
+        qc_plugin_info pi;
+        qc_plugin_get(m->rt, i, &pi);
+        json_array_append_new(plugins, json_pack("{s:s,s:s,s:s,s:i}", "id", pi.id, "version", pi.version, "file",
+                                                 pi.path, "abi", (int)pi.abi_version));
+    }
+    json_t *fallbacks = json_array();
+    for (size_t i = 0; i < qc_dispatch_count(m->dispatch); i++) {
+        const qc_dispatch_entry *e = qc_dispatch_get(m->dispatch, i);
+        if (!e->fallback.code[0]) continue;
+        json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:s,s:s,s:s}", "layer", m->layers->layers[e->layer].name, "phase",
+                              qc_phase_name(e->phase), "batch", (json_int_t)e->batch, "wanted", e->wanted, "used",
+                              e->format, "code", e->fallback.code, "reason", e->fallback.text);
+        json_array_append_new(fallbacks, o);
+    }
+    char nvrtc[32], driver[32];
+    snprintf(nvrtc, sizeof nvrtc, dev.nvrtc_available ? "%d.%d" : "absent", dev.nvrtc_major, dev.nvrtc_minor);
+    snprintf(driver, sizeof driver, dev.available ? "%d" : "absent", dev.driver_version);
+    json_t *root = json_pack(
+        "{s:s,s:s,s:{s:s,s:s,s:o,s:s},s:o,s:{s:s,s:s,s:s},s:{s:s,s:s,s:i,s:o,s:s,s:s,s:s,s:s},s:{s:s,s:s,s:s},s:o,"
+        "s:{s:s},s:{s:s}}",
+        "manifest", "qcore run manifest 1", "command", command ? command : "",
+        "model", "id", m->path, "architecture", m->shape.model_type, "files", files, "tokenizer",
+        m->gguf ? "gguf metadata" : "tokenizer.json",
+        "recipe", recipe_json(m),
+        "numerics", "norm_softmax_logits", "f32", "kv_cache", m->kv_format, "residual", "f32",
+        "runtime", "engine", "qcore " QCORE_VERSION_STRING, "engine_commit", QC_GIT_COMMIT, "plugin_abi",
+        (int)QC_PLUGIN_ABI_VERSION, "plugins", plugins, "gpu_arch", arch, "backend", "cpu reference", "nvrtc", nvrtc,
+        "cuda_driver_api", driver,
+        "policy", "file", policy_path ? policy_path : "(none)", "sha256", psha,
+        "fallback_policy", "fall back to the policy's prepared formats, then bf16; every fallback listed",
+        "fallbacks", fallbacks,
+        "quality", "report", "docs/quality.md",
+        "performance", "report", "docs/perf.md");
+    if (!root) {
+        qc_errf(err, errlen, "out of memory building the manifest");
+        return QC_ERR_NOMEM;
+    }
+    if (results_json) {
+        json_t *r = json_loads(results_json, 0, NULL);
+        if (r) json_object_set_new(root, "results", r);
+    }
+    int rc = json_dump_file(root, path, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+    json_decref(root);
+    if (rc != 0) {
+        qc_errf(err, errlen, "%s: cannot write the manifest: %s", path, strerror(errno));
+        return QC_ERR_IO;
+    }
+    return QC_OK;
 }

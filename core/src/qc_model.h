@@ -7,6 +7,7 @@
 struct qc_gguf;
 struct qc_safetensors;
 struct qc_tokenizer;
+struct qc_trace;
 
 /* How rotary embeddings pair dimensions: GGUF llama files store Q/K rows
  * permuted for adjacent pairs (2i, 2i+1); HF checkpoints and GGUF qwen2/3
@@ -30,6 +31,7 @@ typedef struct qc_prepared {
     qc_packed_weight pw;
     float *deq;             /* [n, k] exact dequantization, for the float GEMM */
     int imported;           /* 1 when imported exactly from the file's own blocks */
+    const qc_kernel_desc *kernel; /* the reference kernel that defines this weight's product */
 } qc_prepared;
 
 #define QC_MAX_PREPARED 4
@@ -62,6 +64,7 @@ struct qc_model {
     qc_layer_list *layers;
     qc_dispatch *dispatch;
     char path[1024];
+    struct qc_trace *trace;      /* QCORE_TRACE=FILE: one event per kernel */
     char kv_format[32];
     int max_context;
     int threads;

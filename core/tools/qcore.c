@@ -46,11 +46,14 @@ static void usage(FILE *f) {
             "  --max-eval-tokens N  eval: use only the first N tokens of the text\n"
             "  --prompts FILE       eval: prompts for greedy agreement (data/eval/prompts.txt)\n"
             "  --agree-tokens N     eval: greedy tokens per prompt (128; 0 = skip)\n"
+            "  --manifest FILE      run/eval: where the run manifest goes (default runs/<time>-<cmd>.json;\n"
+            "                       - for none)\n"
             "  -v, --verbose        log plugin loading and policy output\n"
             "  -h, --help           this text\n"
             "  --version            version and plugin ABI\n"
             "\n"
-            "environment: QCORE_PLUGIN_PATH (plugin folders), QCORE_CONFIG, QCORE_VERBOSE\n");
+            "environment: QCORE_PLUGIN_PATH (plugin folders), QCORE_CONFIG, QCORE_VERBOSE,\n"
+            "             QCORE_TRACE=FILE (Chrome trace-event JSON, one event per kernel; open in Perfetto)\n");
 }
 
 static int file_must_exist(const char *what, const char *path) {
@@ -321,7 +324,7 @@ int main(int argc, char **argv) {
     c.top_p = 1.0;
     enum { OPT_CONFIG = 256, OPT_POLICY, OPT_PLUGIN_PATH, OPT_MODEL_CONFIG, OPT_VERSION, OPT_MODEL, OPT_FORMAT,
            OPT_KV, OPT_PROMPT, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_RAW, OPT_CTX, OPT_THREADS, OPT_TEXT,
-           OPT_WINDOW, OPT_STRIDE, OPT_MAXEVAL, OPT_PROMPTS, OPT_AGREE };
+           OPT_WINDOW, OPT_STRIDE, OPT_MAXEVAL, OPT_PROMPTS, OPT_AGREE, OPT_MANIFEST };
     static const struct option opts[] = {
         {"config", required_argument, NULL, OPT_CONFIG},
         {"policy", required_argument, NULL, OPT_POLICY},
@@ -345,6 +348,7 @@ int main(int argc, char **argv) {
         {"max-eval-tokens", required_argument, NULL, OPT_MAXEVAL},
         {"prompts", required_argument, NULL, OPT_PROMPTS},
         {"agree-tokens", required_argument, NULL, OPT_AGREE},
+        {"manifest", required_argument, NULL, OPT_MANIFEST},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -366,6 +370,7 @@ int main(int argc, char **argv) {
         case OPT_RAW: c.raw = 1; break;
         case OPT_TEXT: c.text_path = optarg; break;
         case OPT_PROMPTS: c.prompts_path = optarg; break;
+        case OPT_MANIFEST: c.manifest = optarg; break;
         case 'n':
             if (parse_int("--max-tokens", optarg, 1, 1 << 20, &iv)) return EXIT_USAGE;
             c.max_tokens = (int)iv;

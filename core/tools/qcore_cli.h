@@ -29,6 +29,7 @@ typedef struct cli {
     long max_eval_tokens;
     const char *prompts_path;  /* eval greedy agreement */
     int agree_tokens;
+    const char *manifest;      /* --manifest FILE ("-" = none); default runs/<time>-<command>.json */
     const char *command;
     qc_config *cfg;
     qc_runtime *rt;

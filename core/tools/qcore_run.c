@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "qc_tokenizer.h"
@@ -11,6 +13,29 @@
 
 #define DEFAULT_PROMPT "What is the capital of France? Answer in one sentence."
 #define SETUP_HINT "bash scripts/setup.sh"
+
+/* ---- run manifest ---- */
+
+/* Write the manifest for this command; a failure is reported, not fatal. */
+static void write_manifest(cli *c, qc_model *m, const char *command, const char *results) {
+    if (c->manifest && strcmp(c->manifest, "-") == 0) return;
+    char path[512], err[512];
+    if (c->manifest) {
+        qc_strlcpy(path, c->manifest, sizeof path);
+    } else {
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        mkdir("runs", 0755);
+        snprintf(path, sizeof path, "runs/%04d%02d%02d-%02d%02d%02d-%s.json", tm.tm_year + 1900, tm.tm_mon + 1,
+                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, command);
+    }
+    if (qc_model_write_manifest(m, path, command, c->format ? NULL : c->policy_path, results, err, sizeof err) ==
+        QC_OK)
+        printf("manifest: %s\n", path);
+    else
+        fprintf(stderr, "qcore: manifest not written: %s\n", err);
+}
 
 /* ---- sampling ---- */
 
@@ -232,6 +257,12 @@ int cmd_run(cli *c, int overview) {
             qc_model_print_formats(m, QC_PHASE_DECODE, 1, stdout);
             printf("kv cache: %s\n", qc_model_kv_format(m));
             qc_dispatch_print_fallbacks(qc_model_dispatch(m), stdout);
+            char results[512];
+            snprintf(results, sizeof results,
+                     "{\"prompt_tokens\":%zu,\"generated_tokens\":%d,\"ttft_s\":%.6f,\"decode_tokens_per_s\":%.3f,"
+                     "\"format\":\"%s\"}",
+                     n_ids, n, ttft, n > 1 ? (n - 1) / dec : 0.0, c->format ? c->format : "policy");
+            write_manifest(c, m, "run", results);
             rc = 0;
         }
         free(gen);
@@ -318,6 +349,10 @@ int cmd_eval(cli *c) {
     if (perplexity(c, m, tok, n, &ppl, &scored) != 0) goto out;
     printf("perplexity %.4f over %zu tokens of %s (window %d, stride %d, %.1f s)\n", ppl, scored, c->text_path,
            c->window, c->stride, qc_now_seconds() - t0);
+    char results[768];
+    int rlen = snprintf(results, sizeof results,
+                        "{\"text\":\"%s\",\"perplexity\":%.6f,\"scored_tokens\":%zu,\"window\":%d,\"stride\":%d",
+                        c->text_path, ppl, scored, c->window, c->stride);
 
     /* greedy agreement with the unquantized (bf16) model, as seed 002 */
     if (c->agree_tokens > 0 && c->prompts_path) {
@@ -365,9 +400,19 @@ int cmd_eval(cli *c) {
         }
         printf("greedy agreement: %d/%d prompts identical, %d/%d positions equal\n", identical, n_prompts, same,
                total);
+        if (rlen > 0 && (size_t)rlen < sizeof results)
+            rlen += snprintf(results + rlen, sizeof results - (size_t)rlen,
+                             ",\"greedy_prompts_identical\":%d,\"greedy_prompts\":%d,\"greedy_positions_equal\":%d,"
+                             "\"greedy_positions\":%d,\"greedy_tokens_per_prompt\":%d",
+                             identical, n_prompts, same, total, c->agree_tokens);
         free(ga), free(gb), free(prompts);
         qc_model_close(ref);
         qc_policy_close(pol2);
+    }
+    if (rlen > 0 && (size_t)rlen + 2 < sizeof results) {
+        results[rlen] = '}';
+        results[rlen + 1] = 0;
+        write_manifest(c, m, "eval", results);
     }
     rc = 0;
 out:

@@ -47,6 +47,26 @@ PY
 out=$("$QCORE" eval --format bf16 --text data/eval/licenses-en.txt --max-eval-tokens 64 --agree-tokens 16 2>/dev/null)
 [[ $out == *"greedy agreement: 12/12 prompts identical"* ]] && ok || bad "bf16 self-agreement: $out"
 
+# QCORE_TRACE: one event per kernel launch; the run manifest names the file by its hash
+tmp=$(mktemp -d)
+QCORE_TRACE=$tmp/trace.json "$QCORE" run --prompt "Hi" -n 3 --manifest "$tmp/m.json" >/dev/null 2>&1
+python3 - "$tmp/trace.json" "$tmp/m.json" "$(sha256sum "$MODEL" | cut -d' ' -f1)" <<'PY' && ok || bad "trace or manifest"
+import json, sys
+t = json.load(open(sys.argv[1]))["traceEvents"]
+lin = [e for e in t if e["cat"] == "linear"]
+# 3 generated tokens = a prefill and 2 decode steps, 30 blocks x 7 linears + the head each
+assert len(lin) == 3 * 211, len(lin)
+assert all(e["ph"] == "X" and e["dur"] >= 0 and {"plugin", "format", "kernel", "M", "N", "K"} <= set(e["args"]) for e in lin)
+assert lin[0]["args"]["kernel"] == "w4a16.linear_fmin" and lin[-1]["args"]["format"] == "w8a8_int8", lin[-1]
+assert len([e for e in t if e["cat"] == "attention"]) == 3 * 30
+m = json.load(open(sys.argv[2]))
+assert m["model"]["files"][0]["sha256"] == sys.argv[3]
+assert m["recipe"][0]["formats"][0]["imported_exactly"] is True
+assert m["policy"]["file"] == "policies/latency.lua" and len(m["policy"]["sha256"]) == 64
+assert m["results"]["generated_tokens"] == 3 and m["runtime"]["plugin_abi"] == 1
+PY
+rm -rf "$tmp"
+
 # a missing model names the set-up command
 out=$("$QCORE" run --model /nonexistent.gguf 2>&1)
 [[ $out == *"scripts/setup.sh"* ]] && ok || bad "missing model message: $out"

@@ -315,6 +315,15 @@ size_t qc_model_position(const qc_model *m);
  * logits receives [n, vocab] when all_logits, else the last row only. */
 qc_status qc_model_forward(qc_model *m, const int32_t *tokens, size_t n, float *logits, int all_logits,
                            char *err, size_t errlen);
+/* Write the run manifest (seed 003 section 31) as JSON to `path`: model
+ * file(s) with SHA-256, tokenizer source, per-layer-group recipe (format,
+ * scheme, group, dtypes, imported or re-quantized, pack version), KV format,
+ * runtime (qcore version and commit, plugin versions, device arch, NVRTC and
+ * driver versions), policy file with SHA-256, every distinct fallback, and
+ * `results_json` (a JSON object text, e.g. measured perplexity or speed;
+ * may be NULL) under "results". */
+qc_status qc_model_write_manifest(const qc_model *m, const char *path, const char *command, const char *policy_path,
+                                  const char *results_json, char *err, size_t errlen);
 /* Resident bytes by category and per format, and the distinct fallbacks. */
 void qc_model_print_memory(const qc_model *m, void *file /* FILE* */);
 /* "w4a16 x210, bf16 x1" style summary of the formats the decode step uses
