@@ -128,10 +128,12 @@ static void print_plugins(cli *c, int verbose_fields) {
                     if (strcmp(kd->format, f->name) != 0) continue;
                     char ar[32];
                     qc_arch_range_str(kd->arch, ar, sizeof ar);
-                    printf("    kernel %s: %u params, M %lld..%s, %s%s%s\n", kd->id, kd->n_params,
-                           (long long)kd->m_min, kd->m_max ? "" : "any", kd->reference ? "C reference" : "",
-                           kd->reference && kd->cuda_source ? " + " : "", kd->cuda_source ? "CUDA" : "");
-                    (void)ar;
+                    char mmax[24];
+                    snprintf(mmax, sizeof mmax, kd->m_max ? "%lld" : "any", (long long)kd->m_max);
+                    printf("    kernel %s: %u params, M %lld..%s, %s%s%s%s%s\n", kd->id, kd->n_params,
+                           (long long)kd->m_min, mmax, kd->reference ? "C reference" : "",
+                           kd->reference && kd->cuda_source ? " + " : "", kd->cuda_source ? "CUDA " : "",
+                           kd->cuda_source ? ar : "", "");
                 }
             }
             qc_problem probe = {.struct_size = sizeof probe, .m = 1, .n = 4096, .k = 4096};
