@@ -49,6 +49,15 @@ function P.prepare(layer, device, formats)
 end
 
 function P.choose(q)
+  -- The head is decided by quality first: INT8 and FP8 move the same bytes, so
+  -- at decode batch sizes they take the same time and the better one wins.
+  if q.layer.role == "lm_head" then
+    local by = index(q.candidates)
+    for _, name in ipairs({ "w8a8_int8", "fp8" }) do
+      if by[name] and by[name].eligible then return name, "lm_head: 8-bit, INT8 before FP8 (docs/quality.md)" end
+    end
+    return "w8a8_int8", "lm_head: no 8-bit format is eligible"
+  end
   local best, best_t, why
   for _, c in ipairs(q.candidates) do
     if c.eligible then
@@ -64,12 +73,6 @@ function P.choose(q)
   -- Nothing measured or modelled: decide by phase and batch.
   local by = index(q.candidates)
   local order = (q.phase == "decode" and q.batch <= 16) and FEW_BYTES or FAST_MMA
-  if q.layer.role == "lm_head" then
-    -- the output projection is the most sensitive layer: no 4-bit there, and
-    -- INT8 before FP8 (on SmolLM2's head, perplexity +0.05% for INT8, +3.7% for
-    -- E4M3, +12% for 4-bit: docs/quality.md)
-    order = { "w8a8_int8", "fp8" }
-  end
   for _, name in ipairs(order) do
     local c = by[name]
     if c and c.eligible then

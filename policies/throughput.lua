@@ -40,6 +40,12 @@ function P.choose(q)
   end
   if best then return best, string.format("fastest measured (%.1f us)", best_t) end
 
+  -- The head stays 8-bit whatever the batch (4-bit there costs +12%
+  -- perplexity on SmolLM2, docs/quality.md); INT8 and FP8 read the same bytes.
+  if q.layer.role == "lm_head" then
+    local h = eligible(q, "w8a8_int8") or eligible(q, "fp8")
+    if h then return h.format, "lm_head: 8-bit" end
+  end
   local w4 = eligible(q, "w4a16")
   local w8 = eligible(q, "fp8") or eligible(q, "w8a8_int8")
   if w4 and w8 then
