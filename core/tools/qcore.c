@@ -22,7 +22,8 @@ static void usage(FILE *f) {
             "  eval          perplexity on --text FILE and greedy agreement with bf16\n"
             "  plugins       each plugin: file, formats, descriptor fields, what is missing\n"
             "  formats       one line per registered format\n"
-            "  inspect       device, eligibility per format and the dispatch table\n"
+            "  inspect       device, eligibility per format, the dispatch table with fallbacks\n"
+            "                (with --model: of that model, with its resident bytes)\n"
             "\n"
             "options (flags override qcore.ini):\n"
             "  --config FILE        configuration (default ./qcore.ini, or $QCORE_CONFIG)\n"
@@ -365,7 +366,7 @@ int main(int argc, char **argv) {
         case OPT_POLICY: c.policy_path = optarg; break;
         case OPT_PLUGIN_PATH: c.plugin_path = optarg; break;
         case OPT_MODEL_CONFIG: c.model_config = optarg; break;
-        case OPT_MODEL: c.model_path = optarg; break;
+        case OPT_MODEL: c.model_path = optarg; c.model_from_flag = 1; break;
         case OPT_FORMAT: c.format = optarg; break;
         case OPT_KV: c.kv_format = optarg; break;
         case OPT_PROMPT: c.prompt = optarg; break;
@@ -488,7 +489,10 @@ int main(int argc, char **argv) {
     } else if (strcmp(c.command, "inspect") == 0) {
         print_device(&c.dev);
         print_eligibility(&c);
-        if (c.model_config) rc = print_dispatch(&c);
+        if (c.model_from_flag)
+            rc = cmd_inspect_model(&c); /* the model's own layers, prepared weights and bytes */
+        else if (c.model_config)
+            rc = print_dispatch(&c);
     }
     qc_runtime_close(c.rt);
     qc_config_free(c.cfg);

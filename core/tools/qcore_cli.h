@@ -13,6 +13,7 @@ typedef struct cli {
     const char *plugin_path;
     const char *model_config;
     const char *model_path;
+    int model_from_flag;       /* --model given: inspect loads it */
     const char *format;        /* --format: one format for every linear layer */
     const char *kv_format;
     const char *prompt;
@@ -38,6 +39,7 @@ typedef struct cli {
 
 int cmd_run(cli *c, int overview);
 int cmd_eval(cli *c);
+int cmd_inspect_model(cli *c);
 /* The dispatch table and KV decision for the configured model config. */
 int print_dispatch(cli *c);
 void print_device(const qc_device_info *d);

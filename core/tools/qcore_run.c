@@ -204,6 +204,19 @@ static int generate(cli *c, qc_model *m, const int32_t *prompt, size_t n_prompt,
     return n;
 }
 
+/* inspect with a model: its dispatch table, fallbacks and resident bytes. */
+int cmd_inspect_model(cli *c) {
+    qc_policy *pol = NULL;
+    qc_model *m = open_model(c, c->format, &pol);
+    if (!m) return 1;
+    qc_dispatch_print(qc_model_dispatch(m), stdout);
+    printf("kv cache: %s\n", qc_model_kv_format(m));
+    qc_model_print_memory(m, stdout);
+    qc_model_close(m);
+    qc_policy_close(pol);
+    return 0;
+}
+
 int cmd_run(cli *c, int overview) {
     if (overview) {
         /* the main job: what runs where, then an answer */

@@ -67,6 +67,11 @@ assert m["results"]["generated_tokens"] == 3 and m["runtime"]["plugin_abi"] == 1
 PY
 rm -rf "$tmp"
 
+# inspect with the model: its dispatch table, fallbacks and resident bytes
+out=$("$QCORE" inspect --model "$MODEL" 2>/dev/null)
+[[ $out == *"lm_head                lm_head   49152x576"*"w8a8_int8"* && $out == *"fallbacks: none"* &&
+   $out == *"memory (resident bytes"* && $out == *"scales"* ]] && ok || bad "inspect --model: $out"
+
 # a missing model names the set-up command
 out=$("$QCORE" run --model /nonexistent.gguf 2>&1)
 [[ $out == *"scripts/setup.sh"* ]] && ok || bad "missing model message: $out"
