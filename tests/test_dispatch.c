@@ -90,7 +90,8 @@ int main(void) {
     double t0 = qc_now_seconds();
     d = build("loops.lua", "return { choose = function(q) while true do end end }");
     double dt = qc_now_seconds() - t0;
-    if (d) all_entries(d, "bf16", "policy", "instruction budget");
+    /* stopped by the budget, or by the wall clock on a loaded machine */
+    if (d) all_entries(d, "bf16", "policy", "exceeded");
     CHECK(dt < 10, "looping policy took %.1f s", dt);
     qc_dispatch_free(d);
 
