@@ -1,4 +1,4 @@
-/* qc_core_kernels.c - the core GPU kernels (rmsnorm, rope, swiglu, embedding, argmax, bf16 linear) and C references. */
+/* qc_core_kernels.c - the core GPU kernels (rmsnorm, rope, swiglu, embedding, argmax, bf16 linears) and C references. */
 #include <math.h>
 #include <string.h>
 
@@ -400,6 +400,195 @@ static const qc_kernel_param LINEAR_PARAMS[] = {
     {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64},        {"k", QC_PARAM_I64},
 };
 
+/* ---- bf16 linear, tiled (prefill) ---- */
+
+/* The same function as bf16.linear_mma for m >= 64 and k % 32 == 0: a
+ * 128x128 output tile per block of 8 warps (2x4, 64x32 each), k in steps of
+ * 32 through a 4-stage cp.async pipeline (x staged as f32, W as bf16), x
+ * rounded to bf16 (cvt.rn: nearest even, as the reference; a NaN stays a NaN)
+ * in shared memory once per tile, the next tile's while this one is
+ * multiplied (one barrier per k step), fragments by ldmatrix from
+ * XOR-swizzled rows.  No workspace: x is converted on load.  Blocks are ordered in groups of 8 row tiles so that a
+ * wave of blocks shares its W tiles in L2.  Rows and columns past m and n
+ * are zero-filled and not stored; k must be a multiple of 32 ("align_k"). */
+static const char LINEAR_TILED_SRC[] =
+    "/* qcore bf16 linear, tiled: y[m,n] = bf16(x)[m,k] . W[n,k]^T, f32 accumulate (mma.sync m16n8k16) */\n"
+    "#define TBM 128\n"
+    "#define TBN 128\n"
+    "#define TBK 32\n"
+    "#define TST 4 /* cp.async stages */\n"
+    "#define AF_BYTES (TBM * TBK * 4)  /* one stage of x, f32 */\n"
+    "#define B_BYTES (TBN * TBK * 2)   /* one stage of W, bf16 */\n"
+    "#define STAGE_BYTES (AF_BYTES + B_BYTES)\n"
+    "#define GROUP_M 8\n"
+    "/* byte offset of 16-byte chunk c (0..3) of row r in a [rows][32] bf16 tile:\n"
+    "   XOR swizzle so that 8 rows at one chunk hit 8 different bank groups */\n"
+    "__device__ __forceinline__ unsigned qc_sw(int r, int c) { return (unsigned)(r * 64 + ((c ^ ((r >> 1) & 3)) << 4)); }\n"
+    "__device__ __forceinline__ void qc_cp16(unsigned dst, const void *src, bool valid) {\n"
+    "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(valid ? 16 : 0));\n"
+    "}\n"
+    "__device__ __forceinline__ void qc_ldm4(unsigned *r, unsigned addr) {\n"
+    "    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\\n\"\n"
+    "                 : \"=r\"(r[0]), \"=r\"(r[1]), \"=r\"(r[2]), \"=r\"(r[3]) : \"r\"(addr));\n"
+    "}\n"
+    "__device__ __forceinline__ void qc_mma(float *d, const unsigned *a, const unsigned *b) {\n"
+    "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \"\n"
+    "                 \"{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"
+    "                 : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"
+    "                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"
+    "}\n"
+    "/* 256 threads, 8 warps as 2 (m) x 4 (n), 64x32 outputs each; k % 32 == 0.\n"
+    "   Dynamic shared memory: TST stages of [x f32 128x32 | W bf16 128x32 swizzled],\n"
+    "   then two bf16 copies of x tiles (swizzled), the current one and the next. */\n"
+    "extern \"C\" __global__ void __launch_bounds__(256, 2) qc_bf16_linear_tiled(const float *x, const unsigned short *w,\n"
+    "                                                                        float *y, long long m, long long n,\n"
+    "                                                                        long long k) {\n"
+    "    extern __shared__ __align__(128) unsigned char smem[];\n"
+    "    unsigned sbase = (unsigned)__cvta_generic_to_shared(smem);\n"
+    "    unsigned abf = sbase + TST * STAGE_BYTES;\n"
+    "    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
+    "    int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;\n"
+    "    long long tiles_m = (m + TBM - 1) / TBM, tiles_n = (n + TBN - 1) / TBN;\n"
+    "    long long bid = blockIdx.x, per_group = (long long)GROUP_M * tiles_n;\n"
+    "    long long first_m = bid / per_group * GROUP_M, in_g = bid % per_group;\n"
+    "    long long gsz = tiles_m - first_m < GROUP_M ? tiles_m - first_m : GROUP_M;\n"
+    "    long long row0 = (first_m + in_g % gsz) * TBM, col0 = in_g / gsz * TBN;\n"
+    "    int kt_n = (int)(k / TBK);\n"
+    "    /* one stage's loads: x 1024 chunks (4 per thread), W 512 chunks (2 per thread) */\n"
+    "    auto load = [&](int stage, int kt) {\n"
+    "        unsigned sa = sbase + stage * STAGE_BYTES, sb = sa + AF_BYTES;\n"
+    "        long long k0 = (long long)kt * TBK;\n"
+    "#pragma unroll\n"
+    "        for (int j = 0; j < 4; j++) {\n"
+    "            int idx = tid + 256 * j, r = idx >> 3, c = idx & 7;\n"
+    "            long long gr = row0 + r;\n"
+    "            bool ok = gr < m;\n"
+    "            qc_cp16(sa + idx * 16, x + (ok ? gr : 0) * k + k0 + c * 4, ok);\n"
+    "        }\n"
+    "#pragma unroll\n"
+    "        for (int j = 0; j < 2; j++) {\n"
+    "            int idx = tid + 256 * j, r = idx >> 2, c = idx & 3;\n"
+    "            long long gn = col0 + r;\n"
+    "            bool ok = gn < n;\n"
+    "            qc_cp16(sb + qc_sw(r, c), w + (ok ? gn : 0) * k + k0 + c * 8, ok);\n"
+    "        }\n"
+    "    };\n"
+    "    float acc[4][4][4];\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < 4; i++)\n"
+    "#pragma unroll\n"
+    "        for (int j = 0; j < 4; j++)\n"
+    "#pragma unroll\n"
+    "            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;\n"
+    "#pragma unroll\n"
+    "    for (int s = 0; s < TST - 1; s++) {\n"
+    "        if (s < kt_n) load(s, s);\n"
+    "        asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
+    "    }\n"
+    "    /* x tile kt (f32, stage kt % TST) -> bf16 buffer kt & 1, rounded to nearest even */\n"
+    "    auto convert = [&](int kt) {\n"
+    "        const float *af = (const float *)(smem + (kt % TST) * STAGE_BYTES);\n"
+    "        unsigned dst = abf + (kt & 1) * (TBM * TBK * 2);\n"
+    "#pragma unroll\n"
+    "        for (int j = 0; j < 2; j++) {\n"
+    "            int idx = tid + 256 * j, r = idx >> 2, c = idx & 3;\n"
+    "            float4 v0 = *(const float4 *)(af + r * TBK + c * 8);\n"
+    "            float4 v1 = *(const float4 *)(af + r * TBK + c * 8 + 4);\n"
+    "            unsigned o0, o1, o2, o3;\n"
+    "            asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\\n\" : \"=r\"(o0) : \"f\"(v0.y), \"f\"(v0.x));\n"
+    "            asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\\n\" : \"=r\"(o1) : \"f\"(v0.w), \"f\"(v0.z));\n"
+    "            asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\\n\" : \"=r\"(o2) : \"f\"(v1.y), \"f\"(v1.x));\n"
+    "            asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\\n\" : \"=r\"(o3) : \"f\"(v1.w), \"f\"(v1.z));\n"
+    "            asm volatile(\"st.shared.v4.u32 [%0], {%1,%2,%3,%4};\\n\" ::\"r\"(dst + qc_sw(r, c)), \"r\"(o0), \"r\"(o1),\n"
+    "                         \"r\"(o2), \"r\"(o3));\n"
+    "        }\n"
+    "    };\n"
+    "    if (kt_n > 0) {\n"
+    "        asm volatile(\"cp.async.wait_group %0;\\n\" ::\"n\"(TST - 2));\n"
+    "        __syncthreads();\n"
+    "        convert(0);\n"
+    "    }\n"
+    "    /* iteration kt: x tile kt+1 is converted while tile kt is multiplied; one\n"
+    "       barrier per tile.  Stage (kt - 1) % TST is free again and takes tile\n"
+    "       kt + TST - 1. */\n"
+    "    for (int kt = 0; kt < kt_n; kt++) {\n"
+    "        int stage = kt % TST;\n"
+    "        asm volatile(\"cp.async.wait_group %0;\\n\" ::\"n\"(TST - 3));\n"
+    "        __syncthreads();\n"
+    "        if (kt + 1 < kt_n) convert(kt + 1);\n"
+    "        if (kt + TST - 1 < kt_n) load((kt + TST - 1) % TST, kt + TST - 1);\n"
+    "        asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
+    "        unsigned ab = abf + (kt & 1) * (TBM * TBK * 2);\n"
+    "        unsigned sb = sbase + stage * STAGE_BYTES + AF_BYTES;\n"
+    "#pragma unroll\n"
+    "        for (int kk = 0; kk < 2; kk++) {\n"
+    "            unsigned a[4][4], b[4][2];\n"
+    "#pragma unroll\n"
+    "            for (int i = 0; i < 4; i++) {\n"
+    "                int r = wm * 64 + i * 16 + (lane & 15);\n"
+    "                qc_ldm4(a[i], ab + qc_sw(r, kk * 2 + (lane >> 4)));\n"
+    "            }\n"
+    "#pragma unroll\n"
+    "            for (int j = 0; j < 2; j++) {\n"
+    "                int r = wn * 32 + j * 16 + (lane & 7) + ((lane >> 4) << 3);\n"
+    "                unsigned q[4];\n"
+    "                qc_ldm4(q, sb + qc_sw(r, kk * 2 + ((lane >> 3) & 1)));\n"
+    "                b[2 * j][0] = q[0];\n"
+    "                b[2 * j][1] = q[1];\n"
+    "                b[2 * j + 1][0] = q[2];\n"
+    "                b[2 * j + 1][1] = q[3];\n"
+    "            }\n"
+    "#pragma unroll\n"
+    "            for (int i = 0; i < 4; i++)\n"
+    "#pragma unroll\n"
+    "                for (int j = 0; j < 4; j++) qc_mma(acc[i][j], a[i], b[j]);\n"
+    "        }\n"
+    "    }\n"
+    "    asm volatile(\"cp.async.wait_group 0;\\n\" ::);\n"
+    "    bool pairs = (n & 1) == 0;\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < 4; i++)\n"
+    "#pragma unroll\n"
+    "        for (int j = 0; j < 4; j++)\n"
+    "#pragma unroll\n"
+    "            for (int h = 0; h < 2; h++) {\n"
+    "                long long r = row0 + wm * 64 + i * 16 + g + h * 8;\n"
+    "                long long cn = col0 + wn * 32 + j * 8 + 2 * t;\n"
+    "                if (r >= m) continue;\n"
+    "                float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];\n"
+    "                if (pairs && cn + 1 < n) {\n"
+    "                    *(float2 *)(y + r * n + cn) = make_float2(v0, v1);\n"
+    "                } else {\n"
+    "                    if (cn < n) y[r * n + cn] = v0;\n"
+    "                    if (cn + 1 < n) y[r * n + cn + 1] = v1;\n"
+    "                }\n"
+    "            }\n"
+    "}\n";
+
+
+/* 4 stages of x (f32) and W (bf16) tiles, two bf16 x tiles: 112 KiB, two blocks per SM on sm_90 */
+#define TILED_SMEM (4u * (128u * 32u * 4u + 128u * 32u * 2u) + 2u * 128u * 32u * 2u)
+
+/* m, n, k of the linear problem; one block per 128x128 tile (1-D grid) */
+static void linear_tiled_dims(const qc_problem *p, qc_launch_dims *d) {
+    int64_t tm = p->m > 0 ? (p->m + 127) / 128 : 0, tn = p->n > 0 ? (p->n + 127) / 128 : 0;
+    int64_t tiles = tm * tn;
+    dims_set(d, tiles > 0 && tiles <= ROWS_MAX ? (uint32_t)tiles : 0, 1, 256);
+    d->shared_bytes = TILED_SMEM;
+}
+
+static int linear_tiled_eligible(const qc_problem *p, qc_reason *why) {
+    if (p->k <= 0 || p->k % 32 != 0) {
+        qc_reason_set(why, "align_k", "bf16.linear_tiled needs k a positive multiple of 32");
+        return 0;
+    }
+    if (p->n <= 0 || ((p->m + 127) / 128) * ((p->n + 127) / 128) > ROWS_MAX) {
+        qc_reason_set(why, "align_n", "bf16.linear_tiled needs 1 <= n and at most 2^31 - 1 output tiles");
+        return 0;
+    }
+    return 1;
+}
+
 /* ---- registration ---- */
 
 #define N_OF(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
@@ -457,7 +646,18 @@ qc_status qc_core_kernels_register(const qc_host_api *api, qc_host *host, void (
         .cuda_entry = "qc_bf16_linear_mma",
         .launch_dims = linear_dims,
     };
-    qc_status st = api->register_kernel(host, &linear);
+    /* the tiled linear before it: prefill shapes it accepts go to it */
+    qc_kernel_desc tiled = linear;
+    tiled.id = "bf16.linear_tiled";
+    tiled.phases = QC_PHASE_ANY;
+    tiled.m_min = 64;
+    tiled.m_max = ROWS_MAX;
+    tiled.cuda_source = LINEAR_TILED_SRC;
+    tiled.cuda_entry = "qc_bf16_linear_tiled";
+    tiled.launch_dims = linear_tiled_dims;
+    tiled.eligible = linear_tiled_eligible;
+    qc_status st = api->register_kernel(host, &tiled);
+    if (st == QC_OK) st = api->register_kernel(host, &linear);
     for (size_t i = 0; st == QC_OK && i < sizeof core / sizeof core[0]; i++) st = api->register_kernel(host, &core[i]);
     return st;
 }

@@ -370,7 +370,7 @@ static float bf16_value(uint16_t h) {
  * another order; a bound relative to the output itself would fail wherever
  * the sum cancels).  Every output when the C reference (a plain triple loop)
  * is cheap, else 512 sampled outputs against double only. */
-static void case_linear(ctx *c, int64_t m, int64_t n, int64_t k, int reps) {
+static void case_linear(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, int reps) {
     const qc_format_desc *f = qc_format_find(c->rt, "bf16");
     size_t xc = (size_t)(m * k), wc = (size_t)(n * k), yc = (size_t)(m * n);
     float *x = alloc_f32(xc), *xb = alloc_f32(xc), *wf = alloc_f32(wc), *ref = alloc_f32(yc), *got = alloc_f32(yc);
@@ -390,7 +390,7 @@ static void case_linear(ctx *c, int64_t m, int64_t n, int64_t k, int reps) {
     tbuf b[] = {{"x", x, xc * 4, 0, NULL, NULL, {0}}, {"w.weight", (void *)w, wc * 2, 0, NULL, NULL, {0}},
                 {"y", ref, yc * 4, 1, got, NULL, {0}}};
     qc_named_arg s[] = {{"m", &m}, {"n", &n}, {"k", &k}};
-    kcase kc = {"bf16.linear_mma", b, 3, s, 3, {.struct_size = sizeof(qc_problem), .m = m, .n = n, .k = k}, full,
+    kcase kc = {id, b, 3, s, 3, {.struct_size = sizeof(qc_problem), .m = m, .n = n, .k = k}, full,
                 reps, 0};
     char shape[64];
     snprintf(shape, sizeof shape, "m=%lld n=%lld k=%lld", (long long)m, (long long)n, (long long)k);
@@ -471,15 +471,36 @@ int main(void) {
         case_argmax(&c, 16, 128256);
         case_argmax(&c, 7, 1000);
         case_argmax(&c, 3, 5);
-        case_linear(&c, 1, 576, 576, 0);
-        case_linear(&c, 5, 77, 33, 0);
-        case_linear(&c, 7, 1000, 1000, 0);
-        case_linear(&c, 64, 576, 1536, 0);
-        case_linear(&c, 130, 1536, 576, 0);
-        case_linear(&c, 1, 4096, 4096, 50);
-        case_linear(&c, 16, 4096, 4096, 50);
-        case_linear(&c, 512, 4096, 4096, 20);
-        case_linear(&c, 4096, 4096, 4096, 10);
+        const char *mma = "bf16.linear_mma", *tiled = "bf16.linear_tiled";
+        case_linear(&c, mma, 1, 576, 576, 0);
+        case_linear(&c, mma, 5, 77, 33, 0);
+        case_linear(&c, mma, 7, 1000, 1000, 0);
+        case_linear(&c, mma, 64, 576, 1536, 0);
+        case_linear(&c, mma, 130, 1536, 576, 0);
+        case_linear(&c, mma, 1, 4096, 4096, 50);
+        case_linear(&c, mma, 16, 4096, 4096, 50);
+        case_linear(&c, mma, 512, 4096, 4096, 20);
+        case_linear(&c, mma, 4096, 4096, 4096, 10);
+        /* the tiled one: ragged m and n (k % 32 == 0, else refused "align_k") */
+        case_linear(&c, tiled, 64, 576, 1536, 0);
+        case_linear(&c, tiled, 130, 1536, 576, 0);
+        case_linear(&c, tiled, 77, 1000, 96, 0);
+        case_linear(&c, tiled, 200, 333, 160, 0);
+        case_linear(&c, tiled, 129, 129, 32, 0);
+        case_linear(&c, tiled, 300, 77, 4096, 0);
+        case_linear(&c, tiled, 1000, 1001, 1024, 0);
+        {
+            const qc_kernel_desc *tk = qc_kernel_find(c.rt, tiled);
+            qc_problem p = {.struct_size = sizeof p, .m = 512, .n = 4096, .k = 4100};
+            qc_reason why;
+            CHECK(tk && tk->eligible && !tk->eligible(&p, &why) && strcmp(why.code, "align_k") == 0,
+                  "tiled: k = 4100 not refused with align_k");
+        }
+        /* Llama-3-8B shapes (n x k) at prefill m, timed */
+        static const int64_t llama[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
+        static const int64_t ms[] = {512, 1024, 4096};
+        for (size_t si = 0; si < 4; si++)
+            for (size_t mi = 0; mi < 3; mi++) case_linear(&c, tiled, ms[mi], llama[si][0], llama[si][1], 20);
         printf("%s: cases took %.1f s\n", TEST, qc_now_seconds() - t0);
         unsigned compiles = 0, hits = 0;
         qc_nvrtc_stats(c.nv, &compiles, &hits, NULL);
