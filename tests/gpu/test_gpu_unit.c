@@ -9,7 +9,8 @@
 #define TEST "test_gpu_unit"
 
 static const char *const CORE_IDS[] = {"bf16.linear_tiled", "bf16.linear_mma", "core.rmsnorm", "core.rope_pairs",
-                                       "core.rope_half",    "core.swiglu",     "core.embed",   "core.argmax"};
+                                       "core.rope_half",    "core.swiglu",     "core.embed",   "core.argmax",
+                                       "bf16.linear_gemv"};
 #define N_CORE (sizeof CORE_IDS / sizeof CORE_IDS[0])
 
 /* Every entry point fails with a message, and nothing crashes, without a
