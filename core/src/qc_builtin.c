@@ -5,24 +5,9 @@
 #include "qc_core_kernels.h"
 #include "qc_kernels_gemv.h"
 #include "qc_internal.h"
+#include "../../plugins/common/qc_bf16.h"
 
 static const qc_host_api *g_api;
-
-/* Round-to-nearest-even f32 -> bf16; NaN stays a quiet NaN. */
-static uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 static qc_status bf16_quantize(const qc_quant_request *req, qc_packed_weight *out, qc_reason *why) {
     if (req->n <= 0 || req->k <= 0) {
@@ -35,7 +20,7 @@ static qc_status bf16_quantize(const qc_quant_request *req, qc_packed_weight *ou
         qc_reason_set(why, "nomem", "bf16: cannot allocate %zu bytes", count * 2);
         return QC_ERR_NOMEM;
     }
-    for (size_t i = 0; i < count; i++) w[i] = f32_to_bf16(req->w[i]);
+    for (size_t i = 0; i < count; i++) w[i] = qc_f32_to_bf16(req->w[i]);
     memset(out, 0, sizeof *out);
     out->struct_size = sizeof *out;
     out->format = "bf16";
@@ -51,14 +36,14 @@ static qc_status bf16_quantize(const qc_quant_request *req, qc_packed_weight *ou
 static qc_status bf16_dequantize(const qc_packed_weight *w, float *out) {
     const uint16_t *src = w->buffers[0].data;
     size_t count = (size_t)w->n * (size_t)w->k;
-    for (size_t i = 0; i < count; i++) out[i] = bf16_to_f32(src[i]);
+    for (size_t i = 0; i < count; i++) out[i] = qc_bf16_to_f32(src[i]);
     return QC_OK;
 }
 
 /* bf16 activations: what the GEMM multiplies is x rounded to bf16. */
 static qc_status bf16_quantize_activations(const qc_packed_weight *w, const float *x, int64_t m, float *out) {
     size_t count = (size_t)m * (size_t)w->k;
-    for (size_t i = 0; i < count; i++) out[i] = bf16_to_f32(f32_to_bf16(x[i]));
+    for (size_t i = 0; i < count; i++) out[i] = qc_bf16_to_f32(qc_f32_to_bf16(x[i]));
     return QC_OK;
 }
 
@@ -69,7 +54,7 @@ static void bf16_linear_ref(const float *x, const uint16_t *w, float *y, int64_t
         for (int64_t j = 0; j < n; j++) {
             const uint16_t *wr = w + j * k;
             float acc = 0.f;
-            for (int64_t t = 0; t < k; t++) acc += bf16_to_f32(f32_to_bf16(xr[t])) * bf16_to_f32(wr[t]);
+            for (int64_t t = 0; t < k; t++) acc += qc_bf16_to_f32(qc_f32_to_bf16(xr[t])) * qc_bf16_to_f32(wr[t]);
             y[i * n + j] = acc;
         }
     }

@@ -8,20 +8,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../plugins/common/qc_bf16.h"
 #include "qc_model.h"
 #include "qc_report.h"
 
 void openblas_set_num_threads(int num_threads);
-
-static float round_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return f;
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    memcpy(&f, &u, 4);
-    return f;
-}
 
 void qc_cpu_free_scratch(qc_model *m) {
     free(m->s_x), free(m->s_h), free(m->s_q), free(m->s_k), free(m->s_v), free(m->s_att);
@@ -280,8 +271,8 @@ qc_status qc_cpu_forward(qc_model *m, const int32_t *tokens, size_t n, float *lo
         /* the cache holds what a bf16 cache stores */
         size_t base = ((size_t)b * m->max_context + m->pos) * (size_t)kvdim;
         for (int64_t i = 0; i < rows * kvdim; i++) {
-            m->k_cache[base + i] = round_bf16(m->s_k[i]);
-            m->v_cache[base + i] = round_bf16(m->s_v[i]);
+            m->k_cache[base + i] = qc_round_bf16(m->s_k[i]);
+            m->v_cache[base + i] = qc_round_bf16(m->s_v[i]);
         }
         double ta = m->trace ? qc_now_seconds() : 0;
         attention(m, b, rows, m->pos);
