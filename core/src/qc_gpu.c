@@ -125,6 +125,7 @@ typedef struct function_rec {
 
 struct qc_gpu {
     cu_api cu;
+    void *dl;           /* the driver library (never closed) */
     qc_gpu_info info;
     CUdevice dev;
     CUcontext ctx;
@@ -224,6 +225,7 @@ qc_gpu *qc_gpu_open(int device, char *err, size_t errlen) {
         }
         memcpy((char *)&g->cu + SYMBOLS[i].offset, &p, sizeof p);
     }
+    g->dl = h;
     cu_api *cu = &g->cu;
     int count = 0, major = 0, minor = 0, v = 0;
     if (cu_fail(g, cu->cuInit(0), err, errlen, "cuInit failed (no usable GPU)") ||
@@ -647,4 +649,78 @@ qc_status qc_gpu_event_elapsed(qc_gpu *g, qc_gpu_event start, qc_gpu_event end, 
                 "cuEventElapsedTime"))
         return QC_ERR_INTERNAL;
     return QC_OK;
+}
+
+/* ---- driver symbols, device copies, graphs ---- */
+
+void *qc_gpu_driver_symbol(qc_gpu *g, const char *name) {
+    return g && g->dl && name ? dlsym(g->dl, name) : NULL;
+}
+
+void *qc_gpu_stream(qc_gpu *g) {
+    return g ? (void *)g->stream : NULL;
+}
+
+/* optional entry points, looked up when first used */
+typedef CUresult (*cu_memcpy_dtod_fn)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef CUresult (*cu_begin_capture_fn)(CUstream, int);
+typedef CUresult (*cu_end_capture_fn)(CUstream, CUgraph *);
+typedef CUresult (*cu_graph_instantiate_fn)(CUgraphExec *, CUgraph, unsigned long long);
+typedef CUresult (*cu_graph_launch_fn)(CUgraphExec, CUstream);
+typedef CUresult (*cu_graph_exec_destroy_fn)(CUgraphExec);
+typedef CUresult (*cu_graph_destroy_fn)(CUgraph);
+#define CU_STREAM_CAPTURE_MODE_THREAD_LOCAL 1
+
+static void *need_symbol(qc_gpu *g, const char *name, char *err, size_t errlen) {
+    void *p = qc_gpu_driver_symbol(g, name);
+    if (!p) qc_errf(err, errlen, "the CUDA driver library lacks %s", name);
+    return p;
+}
+
+qc_status qc_gpu_copy(qc_gpu *g, qc_devptr dst, qc_devptr src, size_t bytes, char *err, size_t errlen) {
+    if (!bytes) return QC_OK;
+    cu_memcpy_dtod_fn f = (cu_memcpy_dtod_fn)need_symbol(g, "cuMemcpyDtoDAsync_v2", err, errlen);
+    if (!f || bind_ctx(g, err, errlen)) return QC_ERR_UNSUPPORTED;
+    if (cu_fail(g, f(dst, src, bytes, g->stream), err, errlen, "device copy of %zu bytes", bytes)) return QC_ERR_INTERNAL;
+    return QC_OK;
+}
+
+qc_status qc_gpu_capture_begin(qc_gpu *g, char *err, size_t errlen) {
+    cu_begin_capture_fn f = (cu_begin_capture_fn)need_symbol(g, "cuStreamBeginCapture_v2", err, errlen);
+    if (!f || bind_ctx(g, err, errlen)) return QC_ERR_UNSUPPORTED;
+    if (cu_fail(g, f(g->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), err, errlen, "cuStreamBeginCapture"))
+        return QC_ERR_INTERNAL;
+    return QC_OK;
+}
+
+qc_status qc_gpu_capture_end(qc_gpu *g, qc_gpu_graph *out, char *err, size_t errlen) {
+    *out = NULL;
+    cu_end_capture_fn end = (cu_end_capture_fn)need_symbol(g, "cuStreamEndCapture", err, errlen);
+    cu_graph_instantiate_fn inst =
+        (cu_graph_instantiate_fn)need_symbol(g, "cuGraphInstantiateWithFlags", err, errlen);
+    cu_graph_destroy_fn gdestroy = (cu_graph_destroy_fn)need_symbol(g, "cuGraphDestroy", err, errlen);
+    if (!end || !inst || !gdestroy) return QC_ERR_UNSUPPORTED;
+    CUgraph graph = NULL;
+    if (cu_fail(g, end(g->stream, &graph), err, errlen, "cuStreamEndCapture (a launch in the capture failed?)"))
+        return QC_ERR_INTERNAL;
+    CUgraphExec exec = NULL;
+    CUresult r = inst(&exec, graph, 0);
+    gdestroy(graph);
+    if (cu_fail(g, r, err, errlen, "cuGraphInstantiate")) return QC_ERR_INTERNAL;
+    *out = (qc_gpu_graph)(void *)exec;
+    return QC_OK;
+}
+
+qc_status qc_gpu_graph_launch(qc_gpu *g, qc_gpu_graph graph, char *err, size_t errlen) {
+    cu_graph_launch_fn f = (cu_graph_launch_fn)need_symbol(g, "cuGraphLaunch", err, errlen);
+    if (!f || !graph || bind_ctx(g, err, errlen)) return QC_ERR_UNSUPPORTED;
+    if (cu_fail(g, f((CUgraphExec)(void *)graph, g->stream), err, errlen, "cuGraphLaunch")) return QC_ERR_INTERNAL;
+    return QC_OK;
+}
+
+void qc_gpu_graph_destroy(qc_gpu *g, qc_gpu_graph graph) {
+    cu_graph_exec_destroy_fn f = (cu_graph_exec_destroy_fn)qc_gpu_driver_symbol(g, "cuGraphExecDestroy");
+    if (f && graph) f((CUgraphExec)(void *)graph);
 }

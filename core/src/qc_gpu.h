@@ -110,4 +110,24 @@ qc_status qc_gpu_event_record(qc_gpu *g, qc_gpu_event ev, char *err, size_t errl
 qc_status qc_gpu_event_elapsed(qc_gpu *g, qc_gpu_event start, qc_gpu_event end, float *ms, char *err,
                                size_t errlen);
 
+/* ---- driver symbols, device copies, graphs ---- */
+
+/* Any driver entry point by its exported name (e.g. "cuTensorMapEncodeTiled"),
+ * NULL when this driver lacks it.  For kernels whose launch needs more than
+ * cuLaunchKernel (tensor maps); the pointer lives as long as the process. */
+void *qc_gpu_driver_symbol(qc_gpu *g, const char *name);
+/* The context's stream (a CUstream), for such callers. */
+void *qc_gpu_stream(qc_gpu *g);
+/* Device-to-device copy on the stream. */
+qc_status qc_gpu_copy(qc_gpu *g, qc_devptr dst, qc_devptr src, size_t bytes, char *err, size_t errlen);
+
+/* CUDA graphs: launches queued between capture_begin and capture_end are
+ * recorded (not run) and instantiated into one graph that graph_launch
+ * replays with the same arguments and addresses. */
+typedef struct qc_gpu_graph_ *qc_gpu_graph;
+qc_status qc_gpu_capture_begin(qc_gpu *g, char *err, size_t errlen);
+qc_status qc_gpu_capture_end(qc_gpu *g, qc_gpu_graph *out, char *err, size_t errlen);
+qc_status qc_gpu_graph_launch(qc_gpu *g, qc_gpu_graph graph, char *err, size_t errlen);
+void qc_gpu_graph_destroy(qc_gpu *g, qc_gpu_graph graph);
+
 #endif
