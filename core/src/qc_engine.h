@@ -1,0 +1,82 @@
+/* qc_engine.h - the GPU forward pass: device weights, paged KV cache, batched steps, CUDA graphs (internal). */
+#ifndef QC_ENGINE_H
+#define QC_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "qc_gpu.h"
+#include "qcore/qcore.h"
+
+/* Tokens per KV-cache block. */
+#define QC_KV_BLOCK 16
+
+typedef struct qc_engine qc_engine;
+
+typedef struct qc_engine_options {
+    uint32_t struct_size;
+    const qc_model_shape *shape;  /* required; copied */
+    /* Weights from a loaded model (its bf16 weights and norms are uploaded),
+     * or NULL: synthetic weights made on the GPU from `seed` (random, never
+     * zeros; scaled so that activations stay in range through every layer). */
+    qc_model *model;
+    uint64_t seed;
+    const char *format;           /* linear format for every layer; NULL = "bf16" */
+    int max_seqs;                 /* sequences resident at once; 0 = 64 */
+    int max_context;              /* tokens per sequence; 0 = min(shape's, 4096) */
+    int max_step_tokens;          /* tokens in one step (prefill chunk + decodes); 0 = 2048 */
+    /* Bytes for the paged KV cache; 0 = what is free after weights and
+     * activations, minus a reserve.  Capacity in tokens follows from the KV
+     * format's bytes per token. */
+    size_t kv_bytes;
+    int graphs;                   /* 1: decode steps replay CUDA graphs per batch bucket */
+} qc_engine_options;
+
+/* Upload or make the weights, allocate activations and the KV cache (all
+ * through the ledger), compile and load every kernel.  NULL with a message
+ * naming what failed (an allocation says bytes asked and free). */
+qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_engine_options *o, char *err,
+                            size_t errlen);
+void qc_engine_destroy(qc_engine *e);
+
+/* A new sequence (no tokens yet): its id, or -1 when max_seqs are open. */
+int qc_engine_seq_open(qc_engine *e);
+/* Free its KV blocks. */
+void qc_engine_seq_close(qc_engine *e, int seq);
+size_t qc_engine_seq_len(const qc_engine *e, int seq);
+
+/* One forward step over several sequences: sequence seqs[i] gets
+ * n_tokens[i] new tokens (a prompt chunk, or 1 when decoding), taken in
+ * order from `tokens`.  Outputs (either may be NULL):
+ *   logits: [sum n_tokens, vocab] when all_logits, else [n_seqs, vocab]
+ *           (the last token of each sequence), f32 on the host;
+ *   next:   [n_seqs] greedy next token of each sequence (argmax, on the GPU).
+ * Fails (leaving every sequence as it was) when a sequence would exceed
+ * max_context, the KV cache has no free block, or a token is out of range. */
+typedef struct qc_engine_batch {
+    int n_seqs;
+    const int *seqs;
+    const int *n_tokens;
+    const int32_t *tokens;
+    int all_logits;
+    float *logits;
+    int32_t *next;
+} qc_engine_batch;
+qc_status qc_engine_step(qc_engine *e, const qc_engine_batch *b, char *err, size_t errlen);
+
+typedef struct qc_engine_stats {
+    size_t weight_bytes;          /* resident: weights + scales + zeros + padding */
+    size_t kv_bytes;              /* resident KV cache */
+    size_t kv_bytes_per_token;    /* all layers, K and V */
+    size_t kv_capacity_tokens;    /* blocks * QC_KV_BLOCK */
+    size_t kv_blocks_free;
+    int graphs_captured;
+} qc_engine_stats;
+void qc_engine_get_stats(const qc_engine *e, qc_engine_stats *out);
+
+/* Which kernel ran for each linear layer role at a step size (one line per
+ * role group) - for `qcore bench` and `inspect`. */
+void qc_engine_print_kernels(const qc_engine *e, FILE *f);
+
+#endif
