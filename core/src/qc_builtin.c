@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "qc_core_kernels.h"
+#include "qc_kernels_engine.h"
 #include "qc_kernels_gemv.h"
 #include "qc_internal.h"
 #include "../../plugins/common/qc_bf16.h"
@@ -104,7 +105,8 @@ static qc_status builtin_init(const qc_host_api *api, qc_host *host, char *err, 
     };
     if (api->register_kernel(host, &k) != QC_OK) return QC_ERR_INTERNAL;
     qc_status st = qc_core_kernels_register(api, host, (void (*)(void))bf16_linear_ref);
-    return st == QC_OK ? qc_gemv_kernels_register(api, host, (void (*)(void))bf16_linear_ref) : st;
+    if (st == QC_OK) st = qc_gemv_kernels_register(api, host, (void (*)(void))bf16_linear_ref);
+    return st == QC_OK ? qc_engine_kernels_register(api, host) : st;
 }
 
 const qc_plugin_entry qc_builtin_entry = {

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <math.h>
 
+#include "../../plugins/common/qc_bf16.h"
 #include "gpu_test.h"
 #include "nvrtc/nv_test.h"
 #include "qc_util.h"
@@ -27,7 +28,7 @@ typedef struct tbuf {
     const char *name;
     void *host;
     size_t bytes;
-    int out;
+    int out;         /* 1: every element written; 2: only some (the rest keeps the poison) */
     void *got;
     void *bound;     /* the value the reference's argument points at */
     qc_gpu_buf dev;
@@ -94,14 +95,22 @@ static int run_both(ctx *c, kcase *kc) {
         args[na++] = (qc_named_arg){b->name, &b->bound};
     }
     for (size_t i = 0; i < kc->n_scalars; i++) args[na++] = kc->scalars[i];
+    /* inputs as they were before the reference ran (in-place kernels change them) */
+    void *snap[16] = {0};
+    for (size_t i = 0; i < kc->n_bufs && i < 16; i++)
+        if (!kc->bufs[i].out && (snap[i] = malloc(kc->bufs[i].bytes ? kc->bufs[i].bytes : 1)))
+            memcpy(snap[i], kc->bufs[i].host, kc->bufs[i].bytes);
     if (kc->run_reference) {
         qc_status st = qc_kernel_bind(k, args, na, argv, 32, err, sizeof err);
         if (st == QC_OK) st = qc_kernel_call_reference(k, argv, err, sizeof err);
         CHECK(st == QC_OK, "%s reference: %s", kc->id, err);
-        if (st != QC_OK) return -1;
+        if (st != QC_OK) {
+            for (size_t i = 0; i < 16; i++) free(snap[i]);
+            return -1;
+        }
         for (size_t i = 0; i < kc->n_bufs; i++) {
             size_t first = 0;
-            if (kc->bufs[i].out)
+            if (kc->bufs[i].out == 1)
                 CHECK(gt_unwritten(kc->bufs[i].host, kc->bufs[i].bytes, &first) == 0,
                       "%s reference left %s[%zu] unwritten", kc->id, kc->bufs[i].name, first);
         }
@@ -111,8 +120,8 @@ static int run_both(ctx *c, kcase *kc) {
     qc_gpu_fn fn = NULL;
     qc_status st = qc_gpu_kernel_load(c->g, c->nv, k, &fn, &why);
     CHECK(st == QC_OK, "%s: %s: %s", kc->id, why.code, why.text);
-    if (st != QC_OK) return -1;
     int rc = -1;
+    if (st != QC_OK) goto out;
     for (size_t i = 0; i < kc->n_bufs; i++) {
         tbuf *b = &kc->bufs[i];
         size_t words = (b->bytes + 3) / 4 + (b->out ? GUARD_WORDS : 0);
@@ -120,7 +129,7 @@ static int run_both(ctx *c, kcase *kc) {
                           err, sizeof err);
         if (st == QC_OK)
             st = b->out ? qc_gpu_memset32(c->g, b->dev.ptr, GT_POISON, words, err, sizeof err)
-                        : qc_gpu_upload(c->g, b->dev.ptr, b->host, b->bytes, err, sizeof err);
+                        : qc_gpu_upload(c->g, b->dev.ptr, snap[i] ? snap[i] : b->host, b->bytes, err, sizeof err);
         CHECK(st == QC_OK, "%s: buffer %s: %s", kc->id, b->name, err);
         if (st != QC_OK) goto out;
         args[i].value = &b->dev.ptr;
@@ -143,7 +152,7 @@ static int run_both(ctx *c, kcase *kc) {
         if (st == QC_OK) {
             size_t first = 0, past = gt_unwritten(tmp + b->bytes, bytes - b->bytes, &first);
             CHECK(past == GUARD_WORDS, "%s wrote %zu words past the end of %s", kc->id, GUARD_WORDS - past, b->name);
-            size_t left = gt_unwritten(tmp, b->bytes, &first);
+            size_t left = b->out == 1 ? gt_unwritten(tmp, b->bytes, &first) : 0;
             CHECK(left == 0, "%s left %zu elements of %s unwritten (first %zu)", kc->id, left, b->name, first);
             memcpy(b->got, tmp, b->bytes);
             if (past != GUARD_WORDS || left) rc = -1;
@@ -155,6 +164,7 @@ static int run_both(ctx *c, kcase *kc) {
     if (kc->reps > 0 && rc == 0) time_launches(c, kc, fn, &d, argv);
 out:
     for (size_t i = 0; i < kc->n_bufs; i++) qc_gpu_free(c->g, &kc->bufs[i].dev);
+    for (size_t i = 0; i < 16; i++) free(snap[i]);
     return rc;
 }
 
@@ -431,6 +441,187 @@ out:
     free(x), free(xb), free(wf), free(ref), free(got);
 }
 
+
+/* ---- the engine's fused kernels (qc_kernels_engine.c) ---- */
+
+static uint16_t *alloc_u16(size_t n) { return malloc((n ? n : 1) * 2); }
+
+static void compare_bf16(const char *id, const char *shape, const uint16_t *got, const uint16_t *ref, size_t n,
+                         int max_ulp) {
+    size_t bad = 0, first = 0;
+    int worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        int d = abs((int)(int16_t)got[i] - (int)(int16_t)ref[i]);
+        if (d > worst) worst = d;
+        if (d > max_ulp && !bad++) first = i;
+    }
+    printf("  %-16s %-26s bf16 worst %d ulp (tolerance %d)\n", id, shape, worst, max_ulp);
+    CHECK(bad == 0, "%s %s: %zu bf16 values off by more than %d ulp, first %zu: gpu %04x ref %04x", id, shape, bad,
+          max_ulp, first, got[first], ref[first]);
+}
+
+static void case_embed_bf16(ctx *c, int64_t m, int64_t n, int64_t vocab) {
+    size_t cnt = (size_t)(m * n);
+    uint16_t *table = alloc_u16((size_t)(vocab * n));
+    for (size_t i = 0; i < (size_t)(vocab * n); i++) table[i] = (uint16_t)(0x3c00 + qc_test_rng(&c->rng) % 0x800);
+    int32_t *ids = malloc((size_t)m * 4);
+    for (int64_t r = 0; r < m; r++) ids[r] = (int32_t)(qc_test_rng(&c->rng) % (uint64_t)vocab);
+    if (m > 2) ids[1] = (int32_t)vocab, ids[2] = -1; /* out of range: a row of NaN */
+    float *ref = alloc_f32(cnt), *got = alloc_f32(cnt);
+    tbuf b[] = {{"table", table, (size_t)(vocab * n) * 2, 0, NULL, NULL, {0}},
+                {"ids", ids, (size_t)m * 4, 0, NULL, NULL, {0}},
+                {"y", ref, cnt * 4, 1, got, NULL, {0}}};
+    qc_named_arg s[] = {{"m", &m}, {"n", &n}, {"vocab", &vocab}};
+    kcase kc = {"core.embed_bf16", b, 3, s, 3, {.struct_size = sizeof(qc_problem), .m = m, .n = n}, 1, 0, 0};
+    char shape[64];
+    snprintf(shape, sizeof shape, "m=%lld n=%lld", (long long)m, (long long)n);
+    if (run_both(c, &kc) == 0) compare_bits(kc.id, shape, got, ref, cnt * 4);
+    free(table), free(ids), free(ref), free(got);
+}
+
+/* with_h: the residual add too; with_idx: a permutation of a subset of rows */
+static void case_add_rmsnorm(ctx *c, int64_t rows, int64_t n, int with_h, int64_t m_out) {
+    size_t cnt = (size_t)(rows * n), ocnt = (size_t)(m_out * n);
+    float *x = alloc_f32(cnt), *h = alloc_f32(cnt), *w = alloc_f32((size_t)n);
+    float *ref = alloc_f32(ocnt), *got = alloc_f32(ocnt);
+    uint16_t *refb = alloc_u16(ocnt), *gotb = alloc_u16(ocnt);
+    fill_normal(c, x, cnt, 3.0f);
+    fill_normal(c, h, cnt, 1.0f);
+    for (int64_t i = 0; i < n; i++) w[i] = 1.0f + 0.2f * qc_test_normal(&c->rng);
+    int32_t *idx = malloc((size_t)m_out * 4);
+    for (int64_t r = 0; r < m_out; r++) idx[r] = (int32_t)((rows - 1 - r * 3) % rows); /* distinct for m_out*3 <= rows */
+    int use_idx = m_out != rows;
+    float eps = 1e-6f;
+    void *nul = NULL;
+    tbuf b[] = {{"x", x, cnt * 4, 0, NULL, NULL, {0}},
+                {"weight", w, (size_t)n * 4, 0, NULL, NULL, {0}},
+                {"y", ref, ocnt * 4, 1, got, NULL, {0}},
+                {"y.bf16", refb, ocnt * 2, 1, gotb, NULL, {0}},
+                {"h", h, cnt * 4, 0, NULL, NULL, {0}},
+                {"idx", idx, (size_t)m_out * 4, 0, NULL, NULL, {0}}};
+    size_t nb = 4;
+    qc_named_arg s[] = {{"m", &m_out}, {"n", &n}, {"eps", &eps}, {"h", &nul}, {"idx", &nul}};
+    size_t ns = 3;
+    if (with_h) b[nb++] = b[4];
+    else s[ns++] = s[3];
+    if (use_idx) b[nb++] = b[5];
+    else s[ns++] = s[4];
+    kcase kc = {"core.add_rmsnorm", b, nb, s, ns, {.struct_size = sizeof(qc_problem), .m = m_out, .n = n}, 1, 0, 0};
+    char shape[64];
+    snprintf(shape, sizeof shape, "rows=%lld n=%lld%s%s", (long long)rows, (long long)n, with_h ? " +h" : "",
+             use_idx ? " idx" : "");
+    if (run_both(c, &kc) == 0) {
+        compare_f32(kc.id, shape, got, ref, ocnt, 1e-6, 1e-5);
+        compare_bf16(kc.id, shape, gotb, refb, ocnt, 1);
+    }
+    free(x), free(h), free(w), free(ref), free(got), free(refb), free(gotb), free(idx);
+}
+
+static void case_qkv_rope_kv(ctx *c, int64_t m, int32_t heads, int32_t kvh, int32_t d, int32_t halves, int norms,
+                             int bias) {
+    int64_t ld = (int64_t)(heads + 2 * kvh) * d + 8; /* a row stride wider than the data */
+    int32_t n_blocks = (int32_t)((m + 15) / 16) + 3;
+    size_t cache = (size_t)n_blocks * 16 * (size_t)kvh * (size_t)d;
+    float *qkv = alloc_f32((size_t)(m * ld)), *bi = alloc_f32((size_t)ld), *qn = alloc_f32((size_t)d),
+          *kn = alloc_f32((size_t)d), *inv = alloc_f32((size_t)d / 2);
+    fill_normal(c, qkv, (size_t)(m * ld), 1.0f);
+    fill_normal(c, bi, (size_t)ld, 0.3f);
+    for (int i = 0; i < d; i++) qn[i] = 1.0f + 0.2f * qc_test_normal(&c->rng), kn[i] = 1.0f + 0.2f * qc_test_normal(&c->rng);
+    for (int i = 0; i < d / 2; i++) inv[i] = (float)pow(1e6, -2.0 * i / d);
+    int32_t *slots = malloc((size_t)m * 4), *pos = malloc((size_t)m * 4);
+    for (int64_t r = 0; r < m; r++) {
+        /* shuffled blocks: token r goes to block (r/16 * 7 + 1) % n_blocks, some skipped */
+        slots[r] = (int32_t)(((r / 16 * 7 + 1) % n_blocks) * 16 + r % 16);
+        if (r % 11 == 5) slots[r] = -1;
+        pos[r] = (int32_t)(qc_test_rng(&c->rng) % 40000);
+    }
+    float *qref = alloc_f32((size_t)m * heads * d), *qgot = alloc_f32((size_t)m * heads * d);
+    uint16_t *kref = alloc_u16(cache), *kgot = alloc_u16(cache), *vref = alloc_u16(cache), *vgot = alloc_u16(cache);
+    /* the cache is in/out: slots not written must keep their contents, so it
+       is an input with known contents compared after the launch */
+    float eps = 1e-6f;
+    void *nul = NULL;
+    tbuf b[] = {{"qkv", qkv, (size_t)(m * ld) * 4, 0, NULL, NULL, {0}},
+                {"q", qref, (size_t)m * heads * d * 4, 1, qgot, NULL, {0}},
+                {"k_cache", kref, cache * 2, 2, kgot, NULL, {0}}, /* 2: written only at the slots */
+                {"v_cache", vref, cache * 2, 2, vgot, NULL, {0}},
+                {"slots", slots, (size_t)m * 4, 0, NULL, NULL, {0}},
+                {"pos", pos, (size_t)m * 4, 0, NULL, NULL, {0}},
+                {"inv_freq", inv, (size_t)d / 2 * 4, 0, NULL, NULL, {0}},
+                {"bias", bi, (size_t)ld * 4, 0, NULL, NULL, {0}},
+                {"q_norm", qn, (size_t)d * 4, 0, NULL, NULL, {0}},
+                {"k_norm", kn, (size_t)d * 4, 0, NULL, NULL, {0}}};
+    size_t nb = 7;
+    qc_named_arg s[] = {{"ld", &ld}, {"m", &m}, {"heads", &heads}, {"kv_heads", &kvh}, {"head_dim", &d},
+                        {"halves", &halves}, {"eps", &eps}, {"bias", &nul}, {"q_norm", &nul}, {"k_norm", &nul}};
+    size_t ns = 7;
+    if (bias) b[nb++] = b[7];
+    else s[ns++] = s[7];
+    if (norms) b[nb++] = b[8], b[nb++] = b[9];
+    else s[ns++] = s[8], s[ns++] = s[9];
+    kcase kc = {"core.qkv_rope_kv", b, nb, s, ns,
+                {.struct_size = sizeof(qc_problem), .m = m, .n = heads + kvh, .k = d}, 1, 0, 0};
+    char shape[80];
+    snprintf(shape, sizeof shape, "m=%lld %d/%d d=%d%s%s%s", (long long)m, heads, kvh, d, halves ? " half" : " pairs",
+             norms ? " norm" : "", bias ? " bias" : "");
+    if (run_both(c, &kc) == 0) {
+        /* skipped slots keep the poison in both: unwritten cache entries are allowed */
+        compare_f32(kc.id, shape, qgot, qref, (size_t)m * heads * d, 2e-6, 1e-5);
+        compare_bf16(kc.id, shape, kgot, kref, cache, 1);
+        compare_bf16(kc.id, shape, vgot, vref, cache, 0);
+    }
+    free(qkv), free(bi), free(qn), free(kn), free(inv), free(slots), free(pos), free(qref), free(qgot);
+    free(kref), free(kgot), free(vref), free(vgot);
+}
+
+static void case_swiglu_ld(ctx *c, int64_t m, int64_t n) {
+    int64_t ld = 2 * n;
+    size_t cnt = (size_t)(m * n);
+    float *gu = alloc_f32((size_t)(m * ld)), *ref = alloc_f32(cnt), *got = alloc_f32(cnt);
+    uint16_t *refb = alloc_u16(cnt), *gotb = alloc_u16(cnt);
+    fill_normal(c, gu, (size_t)(m * ld), 2.0f);
+    tbuf b[] = {{"gate", gu, (size_t)(m * ld) * 4, 0, NULL, NULL, {0}},
+                {"up", gu + n, (size_t)(m * ld - n) * 4, 0, NULL, NULL, {0}},
+                {"y", ref, cnt * 4, 1, got, NULL, {0}},
+                {"y.bf16", refb, cnt * 2, 1, gotb, NULL, {0}}};
+    qc_named_arg s[] = {{"ld", &ld}, {"m", &m}, {"n", &n}};
+    kcase kc = {"core.swiglu_ld", b, 4, s, 3, {.struct_size = sizeof(qc_problem), .m = m, .n = n}, 1, 0, 0};
+    char shape[64];
+    snprintf(shape, sizeof shape, "m=%lld n=%lld", (long long)m, (long long)n);
+    if (run_both(c, &kc) == 0) {
+        compare_f32(kc.id, shape, got, ref, cnt, 1e-7, 1e-6);
+        compare_bf16(kc.id, shape, gotb, refb, cnt, 1);
+    }
+    free(gu), free(ref), free(got), free(refb), free(gotb);
+}
+
+static void case_cast_fill(ctx *c, int64_t count) {
+    float *x = alloc_f32((size_t)count);
+    fill_normal(c, x, (size_t)count, 100.0f);
+    x[0] = NAN;
+    uint16_t *ref = alloc_u16((size_t)count), *got = alloc_u16((size_t)count);
+    tbuf b[] = {{"x", x, (size_t)count * 4, 0, NULL, NULL, {0}}, {"y", ref, (size_t)count * 2, 1, got, NULL, {0}}};
+    qc_named_arg s[] = {{"count", &count}};
+    kcase kc = {"core.cast_bf16", b, 2, s, 1, {.struct_size = sizeof(qc_problem), .m = count, .n = 1}, 1, 0, 0};
+    char shape[64];
+    snprintf(shape, sizeof shape, "count=%lld", (long long)count);
+    if (run_both(c, &kc) == 0) compare_bf16(kc.id, shape, got, ref, (size_t)count, 0);
+    uint64_t seed = qc_test_rng(&c->rng);
+    float scale = 0.05f;
+    tbuf b2[] = {{"w", ref, (size_t)count * 2, 1, got, NULL, {0}}};
+    qc_named_arg s2[] = {{"count", &count}, {"seed", &seed}, {"scale", &scale}};
+    kcase k2 = {"core.fill_random_bf16", b2, 1, s2, 3, {.struct_size = sizeof(qc_problem), .m = count, .n = 1}, 1, 0, 0};
+    if (run_both(c, &k2) == 0) {
+        compare_bf16(k2.id, shape, got, ref, (size_t)count, 0);
+        size_t zeros = 0;
+        double mean = 0;
+        for (int64_t i = 0; i < count; i++) zeros += (ref[i] & 0x7fff) == 0, mean += qc_bf16_to_f32(ref[i]);
+        printf("  %-16s %-26s zeros %zu, mean %.2e (scale %.2f)\n", k2.id, shape, zeros, mean / (double)count, scale);
+        CHECK(zeros < (size_t)count / 1000 + 1, "fill_random_bf16 made %zu zeros of %lld", zeros, (long long)count);
+    }
+    free(x), free(ref), free(got);
+}
+
 int main(void) {
     qc_set_log_level(QC_LOG_WARN);
     ctx c = {0};
@@ -462,6 +653,19 @@ int main(void) {
             case_rope(&c, id, 3, 2, 7, 10000.0, 100);
             case_rope_in_place(&c, id, 17, 4, 64);
         }
+        case_embed_bf16(&c, 37, 576, 3000);
+        case_embed_bf16(&c, 1, 4096, 128256);
+        case_add_rmsnorm(&c, 1, 4096, 0, 1);
+        case_add_rmsnorm(&c, 37, 576, 1, 37);
+        case_add_rmsnorm(&c, 300, 4096, 1, 64);
+        case_add_rmsnorm(&c, 5, 100, 1, 5);
+        case_qkv_rope_kv(&c, 1, 32, 8, 128, 1, 0, 0);
+        case_qkv_rope_kv(&c, 45, 9, 3, 64, 0, 0, 1);
+        case_qkv_rope_kv(&c, 70, 16, 8, 128, 1, 1, 0);
+        case_qkv_rope_kv(&c, 33, 14, 2, 64, 1, 1, 1);
+        case_swiglu_ld(&c, 1, 14336);
+        case_swiglu_ld(&c, 37, 1536);
+        case_cast_fill(&c, 100003);
         case_swiglu(&c, 1, 1536);
         case_swiglu(&c, 37, 14336);
         case_swiglu(&c, 3, 1001);

@@ -1,0 +1,964 @@
+/* qc_engine.c - the GPU forward pass of Llama-family models: device weights, paged KV cache, batched steps, CUDA graphs. */
+#include "qc_engine.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../plugins/common/qc_bf16.h"
+#include "qc_internal.h"
+#include "qc_kernels_attn.h"
+#include "qc_model.h"
+#include "qc_util.h"
+
+/*
+ * One step runs, per layer: add+rmsnorm, the fused q|k|v linear, q/k
+ * post-processing with the KV-cache write, attention over the paged cache,
+ * the o linear, add+rmsnorm, the fused gate|up linear, swiglu, the down
+ * linear (the residual add is folded into the next rmsnorm).  Linear
+ * kernels are picked per step size among the format's registered kernels;
+ * the others are core kernels found by id.
+ *
+ * Block 0 of the KV cache is never handed to a sequence: padding rows of a
+ * CUDA-graph bucket write nowhere (slot -1) and read that zeroed block.
+ */
+
+#define MAX_ARGS 32
+#define KCACHE 8 /* kernel choices remembered per linear (by m): every graph bucket */
+#define MAX_BUCKETS 16
+
+typedef struct eng_choice {
+    int64_t m;
+    const qc_kernel_desc *k;
+    qc_gpu_fn fn;
+    int wants_bf16; /* takes "x.bf16" rather than "x" */
+} eng_choice;
+
+typedef struct eng_linear {
+    const char *role;       /* "attn.qkv", ... for reports */
+    int64_t n, k;
+    const qc_format_desc *fmt;
+    uint32_t group_size, scheme;
+    qc_gpu_buf bufs[QC_MAX_WEIGHT_BUFFERS];
+    char buf_names[QC_MAX_WEIGHT_BUFFERS][40]; /* "w.<name>" */
+    int n_bufs;
+    eng_choice cache[KCACHE];
+    int next_slot;
+} eng_linear;
+
+typedef struct eng_layer {
+    qc_gpu_buf attn_norm, ffn_norm, q_norm, k_norm, qkv_bias;
+    eng_linear qkv, o, gate_up, down;
+    qc_gpu_buf k_cache, v_cache; /* views into the engine's cache buffers (not owned) */
+} eng_layer;
+
+typedef struct eng_kernel {
+    const char *id;
+    const qc_kernel_desc *k;
+    qc_gpu_fn fn;
+} eng_kernel;
+
+enum { K_EMBED, K_ADD_NORM, K_QKV, K_SWIGLU, K_CAST, K_FILL, K_ARGMAX, K_ATTN_DECODE, K_ATTN_PREFILL, K_COUNT };
+
+static const char *const KERNEL_IDS[K_COUNT] = {
+    "core.embed_bf16", "core.add_rmsnorm", "core.qkv_rope_kv", "core.swiglu_ld",  "core.cast_bf16",
+    "core.fill_random_bf16", "core.argmax",  "core.attn_decode", "core.attn_prefill",
+};
+
+typedef struct eng_graph {
+    int bucket;
+    qc_gpu_graph graph;
+} eng_graph;
+
+struct qc_engine {
+    qc_runtime *rt;
+    qc_gpu *g;
+    qc_nvrtc *nv;
+    qc_model_shape s;
+    int sm;
+    int rope_halves;
+    int max_seqs, max_context, max_step, max_blocks; /* max_blocks per sequence */
+    int64_t qkv_n, q_dim, kv_dim;
+    eng_kernel kern[K_COUNT];
+    eng_layer *layers;
+    qc_gpu_buf embed, out_norm, inv_freq;
+    eng_linear lm_head;
+    int tied;
+    /* the KV cache: [layer][block][kv_head][QC_KV_BLOCK][head_dim] bf16, K and V */
+    qc_gpu_buf kc, vc;
+    size_t n_blocks, kv_token_bytes;
+    int *free_blocks;
+    size_t n_free;
+    /* sequences */
+    unsigned char *seq_open;
+    size_t *seq_len;
+    int *seq_blocks; /* [max_seqs][max_blocks] */
+    int *seq_nblocks;
+    /* activations (rows = max_step tokens) */
+    qc_gpu_buf x, y, yb, qkv, q, att, attb, h, gu, act, actb, logits, logits_rows;
+    /* step inputs */
+    qc_gpu_buf d_ids, d_pos, d_slots, d_last, d_qstart, d_ctx, d_tables, d_next, d_work;
+    int logit_rows;   /* rows the logits buffer holds */
+    /* host staging */
+    int32_t *h_ids, *h_pos, *h_slots, *h_last, *h_qstart, *h_ctx, *h_tables;
+    eng_graph graphs[MAX_BUCKETS];
+    int n_graphs;
+    int use_graphs;
+    char err_ctx[64];
+};
+
+/* ---- small helpers ---- */
+
+static qc_status alloc_buf(qc_engine *e, size_t bytes, qc_mem_category cat, const char *what, qc_gpu_buf *b, char *err,
+                           size_t errlen) {
+    return qc_gpu_alloc(e->g, bytes, bytes ? bytes : 4, cat, what, b, err, errlen);
+}
+
+static qc_status upload_new(qc_engine *e, const void *src, size_t bytes, qc_mem_category cat, const char *what,
+                            qc_gpu_buf *b, char *err, size_t errlen) {
+    qc_status st = alloc_buf(e, bytes, cat, what, b, err, errlen);
+    if (st == QC_OK) st = qc_gpu_upload(e->g, b->ptr, src, bytes, err, errlen);
+    return st;
+}
+
+/* Launch kernel `k` with named arguments; `p` gives the sizes its launch_dims read. */
+static qc_status launch(qc_engine *e, const qc_kernel_desc *k, qc_gpu_fn fn, const qc_problem *p,
+                        const qc_named_arg *args, size_t n, char *err, size_t errlen) {
+    void *argv[MAX_ARGS];
+    qc_status st = qc_kernel_bind(k, args, n, argv, MAX_ARGS, err, errlen);
+    if (st != QC_OK) return st;
+    qc_launch_dims d;
+    k->launch_dims(p, &d);
+    return qc_gpu_launch(e->g, fn, &d, argv, err, errlen);
+}
+
+static qc_problem problem(int64_t m, int64_t n, int64_t k) {
+    qc_problem p = {.struct_size = sizeof p, .m = m, .n = n, .k = k, .phase = QC_PHASE_ANY};
+    return p;
+}
+
+#define ARG(name, v) {name, (void *)&(v)}
+
+/* ---- linear layers ---- */
+
+/* The kernel for `m` rows: among the format's GPU kernels eligible here, the
+ * most specialised M range wins (a decode GEMV over a general GEMM), ties
+ * going to the one registered first. */
+static qc_status linear_choose(qc_engine *e, eng_linear *L, int64_t m, eng_choice **out, char *err, size_t errlen) {
+    for (int i = 0; i < KCACHE; i++)
+        if (L->cache[i].k && L->cache[i].m == m) {
+            *out = &L->cache[i];
+            return QC_OK;
+        }
+    qc_problem p = problem(m, L->n, L->k);
+    p.sm = (uint32_t)e->sm;
+    p.group_size = L->group_size;
+    p.scheme = L->scheme;
+    p.phase = m > 1 ? QC_PHASE_PREFILL : QC_PHASE_DECODE;
+    p.layer = L->role;
+    const qc_kernel_desc *best = NULL;
+    int64_t best_width = 0;
+    char reasons[512] = "";
+    for (size_t i = 0;; i++) {
+        const qc_kernel_desc *k = qc_kernel_get(e->rt, i);
+        if (!k) break;
+        if (strcmp(k->format, L->fmt->name) != 0 || !k->cuda_source) continue;
+        qc_reason why;
+        if (!qc_select_kernel(k, L->fmt, &p, 1, &why)) {
+            if (strcmp(why.code, "missing") != 0 && strlen(reasons) < 300)
+                snprintf(reasons + strlen(reasons), sizeof reasons - strlen(reasons), "; %s: %s", k->id, why.code);
+            continue;
+        }
+        int64_t width = (k->m_max ? k->m_max : INT64_MAX) - k->m_min;
+        if (!best || width < best_width) best = k, best_width = width;
+    }
+    if (!best) {
+        qc_errf(err, errlen, "%s [%lld x %lld]: no %s GPU kernel takes m = %lld%s", L->role, (long long)L->n,
+                (long long)L->k, L->fmt->name, (long long)m, reasons);
+        return QC_ERR_UNSUPPORTED;
+    }
+    eng_choice *c = &L->cache[L->next_slot];
+    L->next_slot = (L->next_slot + 1) % KCACHE;
+    qc_reason why;
+    if (qc_gpu_kernel_load(e->g, e->nv, best, &c->fn, &why) != QC_OK) {
+        c->k = NULL;
+        qc_errf(err, errlen, "%s: kernel %s: %s: %s", L->role, best->id, why.code, why.text);
+        return QC_ERR_UNSUPPORTED;
+    }
+    c->k = best;
+    c->m = m;
+    c->wants_bf16 = 0;
+    for (uint32_t i = 0; i < best->n_params; i++)
+        if (strcmp(best->params[i].name, "x.bf16") == 0) c->wants_bf16 = 1;
+    *out = c;
+    return QC_OK;
+}
+
+/* y[m, n] = x[m, k] W^T; x given as f32 and (when not 0) bf16 */
+static qc_status linear_run(qc_engine *e, eng_linear *L, qc_devptr x, qc_devptr xb, qc_devptr y, int64_t m, char *err,
+                            size_t errlen) {
+    eng_choice *c;
+    qc_status st = linear_choose(e, L, m, &c, err, errlen);
+    if (st != QC_OK) return st;
+    if (c->wants_bf16 && !xb) {
+        /* only the attention output arrives without a bf16 copy */
+        int64_t count = m * L->k;
+        qc_problem pc = problem(count, 1, 0);
+        qc_named_arg a[] = {ARG("x", x), ARG("y", e->attb.ptr), ARG("count", count)};
+        st = launch(e, e->kern[K_CAST].k, e->kern[K_CAST].fn, &pc, a, 3, err, errlen);
+        if (st != QC_OK) return st;
+        xb = e->attb.ptr;
+    }
+    qc_problem p = problem(m, L->n, L->k);
+    p.sm = (uint32_t)e->sm;
+    p.group_size = L->group_size;
+    p.scheme = L->scheme;
+    int64_t n = L->n, k = L->k, gs = L->group_size;
+    qc_named_arg args[8 + QC_MAX_WEIGHT_BUFFERS];
+    size_t na = 0;
+    args[na++] = (qc_named_arg)ARG("x", x);
+    args[na++] = (qc_named_arg)ARG("x.bf16", xb);
+    args[na++] = (qc_named_arg)ARG("y", y);
+    args[na++] = (qc_named_arg)ARG("m", m);
+    args[na++] = (qc_named_arg)ARG("n", n);
+    args[na++] = (qc_named_arg)ARG("k", k);
+    args[na++] = (qc_named_arg)ARG("group_size", gs);
+    for (int i = 0; i < L->n_bufs; i++) args[na++] = (qc_named_arg){L->buf_names[i], (void *)&L->bufs[i].ptr};
+    void *argv[MAX_ARGS];
+    st = qc_kernel_bind(c->k, args, na, argv, MAX_ARGS, err, errlen);
+    if (st != QC_OK) return st;
+    qc_launch_dims d;
+    c->k->launch_dims(&p, &d);
+    st = qc_gpu_launch_kernel(e->g, c->k, c->fn, &d, argv, err, errlen);
+    if (st != QC_OK) qc_errf(err + strlen(err), errlen - strlen(err), " (%s, m=%lld)", L->role, (long long)m);
+    return st;
+}
+
+/* ---- weights ---- */
+
+static void linear_init(eng_linear *L, const char *role, const qc_format_desc *fmt, int64_t n, int64_t k) {
+    memset(L, 0, sizeof *L);
+    L->role = role;
+    L->fmt = fmt;
+    L->n = n;
+    L->k = k;
+}
+
+/* A bf16 weight [n, k]: uploaded from `host` (n*k bf16) or filled with
+ * uniform values of standard deviation 1/sqrt(k) made on the GPU. */
+static qc_status linear_bf16(qc_engine *e, eng_linear *L, const uint16_t *host, uint64_t seed, const char *what,
+                             char *err, size_t errlen) {
+    size_t bytes = (size_t)L->n * (size_t)L->k * 2;
+    L->n_bufs = 1;
+    snprintf(L->buf_names[0], sizeof L->buf_names[0], "w.weight");
+    if (host) return upload_new(e, host, bytes, QC_MEM_WEIGHTS, what, &L->bufs[0], err, errlen);
+    qc_status st = alloc_buf(e, bytes, QC_MEM_WEIGHTS, what, &L->bufs[0], err, errlen);
+    if (st != QC_OK) return st;
+    int64_t count = L->n * L->k;
+    float scale = (float)(sqrt(3.0) / sqrt((double)L->k));
+    qc_problem p = problem(count, 1, 0);
+    qc_named_arg a[] = {ARG("w", L->bufs[0].ptr), ARG("count", count), ARG("seed", seed), ARG("scale", scale)};
+    return launch(e, e->kern[K_FILL].k, e->kern[K_FILL].fn, &p, a, 4, err, errlen);
+}
+
+static void linear_free(qc_engine *e, eng_linear *L) {
+    for (int i = 0; i < L->n_bufs; i++) qc_gpu_free(e->g, &L->bufs[i]);
+}
+
+/* host vector of `n` values around 1 (norm weights of a synthetic model) */
+static qc_status synthetic_norm(qc_engine *e, int64_t n, uint64_t seed, const char *what, qc_gpu_buf *b, char *err,
+                                size_t errlen) {
+    float *v = malloc((size_t)n * sizeof(float));
+    if (!v) {
+        qc_errf(err, errlen, "out of memory");
+        return QC_ERR_NOMEM;
+    }
+    uint64_t z = seed;
+    for (int64_t i = 0; i < n; i++) {
+        z = z * 6364136223846793005ull + 1442695040888963407ull;
+        v[i] = 1.0f + 0.25f * ((float)(z >> 40) / 16777216.0f - 0.5f);
+    }
+    qc_status st = upload_new(e, v, (size_t)n * sizeof(float), QC_MEM_WEIGHTS, what, b, err, errlen);
+    free(v);
+    return st;
+}
+
+/* the bf16 weights of a model's linear layer (its "bf16" preparation) */
+static const uint16_t *model_bf16(const qc_linear *L, char *err, size_t errlen) {
+    for (int i = 0; i < L->n_prep; i++)
+        if (strcmp(L->prep[i].fmt->name, "bf16") == 0) return L->prep[i].pw.buffers[0].data;
+    qc_errf(err, errlen, "%s has no bf16 weights (prepared: %s%s): the GPU engine runs bf16 linears so far; open the "
+            "model with format bf16", L->info ? L->info->name : "layer", L->n_prep ? L->prep[0].fmt->name : "none",
+            L->n_prep > 1 ? ", ..." : "");
+    return NULL;
+}
+
+static qc_status load_weights(qc_engine *e, qc_model *m, uint64_t seed, char *err, size_t errlen) {
+    const qc_model_shape *s = &e->s;
+    const qc_format_desc *bf16 = qc_format_find(e->rt, "bf16");
+    int64_t H = s->hidden, F = s->intermediate, D = s->head_dim;
+    qc_status st = QC_OK;
+    uint16_t *tmp = NULL;
+    size_t tmp_cap = 0;
+#define NEED_TMP(count)                                                                                                \
+    do {                                                                                                               \
+        if ((size_t)(count) > tmp_cap) {                                                                               \
+            free(tmp);                                                                                                 \
+            tmp_cap = (size_t)(count);                                                                                 \
+            tmp = malloc(tmp_cap * 2);                                                                                 \
+            if (!tmp) {                                                                                                \
+                qc_errf(err, errlen, "out of memory staging %zu weights", tmp_cap);                                    \
+                return QC_ERR_NOMEM;                                                                                   \
+            }                                                                                                          \
+        }                                                                                                              \
+    } while (0)
+    for (int b = 0; b < s->n_layers && st == QC_OK; b++) {
+        eng_layer *Ly = &e->layers[b];
+        linear_init(&Ly->qkv, "attn.qkv", bf16, e->qkv_n, H);
+        linear_init(&Ly->o, "attn.o", bf16, H, e->q_dim);
+        linear_init(&Ly->gate_up, "mlp.gate_up", bf16, 2 * F, H);
+        linear_init(&Ly->down, "mlp.down", bf16, H, F);
+        char what[64];
+        uint64_t ls = seed + (uint64_t)b * 1000;
+        if (!m) {
+            snprintf(what, sizeof what, "blk.%d weights", b);
+            if ((st = linear_bf16(e, &Ly->qkv, NULL, ls + 1, what, err, errlen)) ||
+                (st = linear_bf16(e, &Ly->o, NULL, ls + 2, what, err, errlen)) ||
+                (st = linear_bf16(e, &Ly->gate_up, NULL, ls + 3, what, err, errlen)) ||
+                (st = linear_bf16(e, &Ly->down, NULL, ls + 4, what, err, errlen)) ||
+                (st = synthetic_norm(e, H, ls + 5, what, &Ly->attn_norm, err, errlen)) ||
+                (st = synthetic_norm(e, H, ls + 6, what, &Ly->ffn_norm, err, errlen)))
+                break;
+            continue;
+        }
+        qc_block *B = &m->blocks[b];
+        const uint16_t *w[7];
+        for (int i = 0; i < 7; i++)
+            if (!(w[i] = model_bf16(&B->lin[i], err, errlen))) {
+                st = QC_ERR_UNSUPPORTED;
+                break;
+            }
+        if (st != QC_OK) break;
+        snprintf(what, sizeof what, "blk.%d weights", b);
+        /* q | k | v and gate | up as one weight each: one launch, one pass over x */
+        NEED_TMP(e->qkv_n * H > 2 * F * H ? e->qkv_n * H : 2 * F * H);
+        memcpy(tmp, w[0], (size_t)e->q_dim * H * 2);
+        memcpy(tmp + e->q_dim * H, w[1], (size_t)e->kv_dim * H * 2);
+        memcpy(tmp + (e->q_dim + e->kv_dim) * H, w[2], (size_t)e->kv_dim * H * 2);
+        if ((st = linear_bf16(e, &Ly->qkv, tmp, 0, what, err, errlen))) break;
+        memcpy(tmp, w[4], (size_t)F * H * 2);
+        memcpy(tmp + F * H, w[5], (size_t)F * H * 2);
+        if ((st = linear_bf16(e, &Ly->gate_up, tmp, 0, what, err, errlen)) ||
+            (st = linear_bf16(e, &Ly->o, w[3], 0, what, err, errlen)) ||
+            (st = linear_bf16(e, &Ly->down, w[6], 0, what, err, errlen)) ||
+            (st = upload_new(e, B->attn_norm, (size_t)H * 4, QC_MEM_WEIGHTS, what, &Ly->attn_norm, err, errlen)) ||
+            (st = upload_new(e, B->ffn_norm, (size_t)H * 4, QC_MEM_WEIGHTS, what, &Ly->ffn_norm, err, errlen)))
+            break;
+        if (B->q_norm &&
+            ((st = upload_new(e, B->q_norm, (size_t)D * 4, QC_MEM_WEIGHTS, what, &Ly->q_norm, err, errlen)) ||
+             (st = upload_new(e, B->k_norm, (size_t)D * 4, QC_MEM_WEIGHTS, what, &Ly->k_norm, err, errlen))))
+            break;
+        if (B->lin[0].bias || B->lin[1].bias || B->lin[2].bias) {
+            float *bias = calloc((size_t)e->qkv_n, sizeof(float));
+            if (!bias) {
+                st = QC_ERR_NOMEM;
+                qc_errf(err, errlen, "out of memory");
+                break;
+            }
+            if (B->lin[0].bias) memcpy(bias, B->lin[0].bias, (size_t)e->q_dim * 4);
+            if (B->lin[1].bias) memcpy(bias + e->q_dim, B->lin[1].bias, (size_t)e->kv_dim * 4);
+            if (B->lin[2].bias) memcpy(bias + e->q_dim + e->kv_dim, B->lin[2].bias, (size_t)e->kv_dim * 4);
+            st = upload_new(e, bias, (size_t)e->qkv_n * 4, QC_MEM_WEIGHTS, what, &Ly->qkv_bias, err, errlen);
+            free(bias);
+            if (st != QC_OK) break;
+        }
+    }
+    /* embedding, final norm, head */
+    int64_t V = s->vocab;
+    linear_init(&e->lm_head, "lm_head", bf16, V, H);
+    e->tied = s->tied_embeddings;
+    if (st == QC_OK && !m) {
+        linear_init(&e->lm_head, "lm_head", bf16, V, H);
+        st = linear_bf16(e, &e->lm_head, NULL, seed + 7777777, "lm_head", err, errlen);
+        if (st == QC_OK) {
+            /* the table: uniform with std 1 (rmsnorm follows) */
+            st = alloc_buf(e, (size_t)V * H * 2, QC_MEM_WEIGHTS, "token embedding", &e->embed, err, errlen);
+            if (st == QC_OK) {
+                int64_t count = V * H;
+                float scale = (float)sqrt(3.0);
+                uint64_t sd = seed + 9999999;
+                qc_problem p = problem(count, 1, 0);
+                qc_named_arg a[] = {ARG("w", e->embed.ptr), ARG("count", count), ARG("seed", sd), ARG("scale", scale)};
+                st = launch(e, e->kern[K_FILL].k, e->kern[K_FILL].fn, &p, a, 4, err, errlen);
+            }
+        }
+        if (st == QC_OK) st = synthetic_norm(e, H, seed + 55, "output norm", &e->out_norm, err, errlen);
+        e->tied = 0;
+    } else if (st == QC_OK) {
+        NEED_TMP(V * H);
+        for (size_t i = 0; i < (size_t)V * H; i++) tmp[i] = qc_f32_to_bf16(m->tok_embd[i]);
+        st = upload_new(e, tmp, (size_t)V * H * 2, QC_MEM_WEIGHTS, "token embedding", &e->embed, err, errlen);
+        if (st == QC_OK)
+            st = upload_new(e, m->output_norm, (size_t)H * 4, QC_MEM_WEIGHTS, "output norm", &e->out_norm, err, errlen);
+        if (st == QC_OK) {
+            const uint16_t *hw = model_bf16(&m->lm_head, err, errlen);
+            if (!hw) st = QC_ERR_UNSUPPORTED;
+            /* a tied head whose bf16 weights equal the table's shares its buffer */
+            else if (e->tied && memcmp(hw, tmp, (size_t)V * H * 2) == 0) {
+                e->lm_head.n_bufs = 1;
+                snprintf(e->lm_head.buf_names[0], sizeof e->lm_head.buf_names[0], "w.weight");
+                e->lm_head.bufs[0] = e->embed; /* shared: freed once, as the embedding */
+            } else {
+                e->tied = 0;
+                st = linear_bf16(e, &e->lm_head, hw, 0, "lm_head", err, errlen);
+            }
+        }
+    }
+    free(tmp);
+#undef NEED_TMP
+    return st;
+}
+
+/* ---- create / destroy ---- */
+
+static qc_status alloc_activations(qc_engine *e, char *err, size_t errlen) {
+    const qc_model_shape *s = &e->s;
+    size_t T = (size_t)e->max_step, H = (size_t)s->hidden, F = (size_t)s->intermediate;
+    size_t wide = F > (size_t)e->q_dim ? F : (size_t)e->q_dim;
+    if (H > wide) wide = H;
+    e->logit_rows = e->max_seqs > 64 ? e->max_seqs : 64;
+    struct {
+        qc_gpu_buf *b;
+        size_t bytes;
+        const char *what;
+    } plan[] = {
+        {&e->x, T * H * 4, "residual stream"},
+        {&e->y, T * H * 4, "normed activations"},
+        {&e->yb, T * wide * 2, "bf16 activations"},
+        {&e->qkv, T * (size_t)e->qkv_n * 4, "qkv output"},
+        {&e->q, T * (size_t)e->q_dim * 4, "rotated queries"},
+        {&e->att, T * (size_t)e->q_dim * 4, "attention output"},
+        {&e->attb, T * wide * 2, "bf16 attention output"},
+        {&e->h, T * H * 4, "block outputs"},
+        {&e->gu, T * 2 * F * 4, "gate|up output"},
+        {&e->act, T * F * 4, "swiglu output"},
+        {&e->actb, T * F * 2, "bf16 swiglu output"},
+        {&e->logits, (size_t)e->logit_rows * (size_t)s->vocab * 4, "logits"},
+        {&e->logits_rows, (size_t)e->logit_rows * H * 4, "head inputs"},
+        {&e->d_ids, T * 4, "token ids"},
+        {&e->d_pos, T * 4, "positions"},
+        {&e->d_slots, T * 4, "cache slots"},
+        {&e->d_last, (size_t)e->logit_rows * 4, "head rows"},
+        {&e->d_qstart, ((size_t)e->max_seqs + 1) * 4, "query offsets"},
+        {&e->d_ctx, (size_t)e->max_seqs * 4, "context lengths"},
+        {&e->d_tables, (size_t)e->max_seqs * (size_t)e->max_blocks * 4, "block tables"},
+        {&e->d_next, (size_t)e->logit_rows * 4, "next tokens"},
+    };
+    for (size_t i = 0; i < sizeof plan / sizeof plan[0]; i++) {
+        qc_status st = alloc_buf(e, plan[i].bytes, QC_MEM_ACTIVATIONS, plan[i].what, plan[i].b, err, errlen);
+        if (st != QC_OK) return st;
+    }
+    size_t work = qc_attn_decode_workspace_bytes(e->max_seqs, s->n_heads, s->head_dim, e->max_context);
+    return alloc_buf(e, work, QC_MEM_WORKSPACE, "attention workspace", &e->d_work, err, errlen);
+}
+
+static qc_status alloc_kv(qc_engine *e, size_t budget, char *err, size_t errlen) {
+    const qc_model_shape *s = &e->s;
+    size_t block_bytes = (size_t)QC_KV_BLOCK * (size_t)e->kv_dim * 2; /* one of K or V, one layer */
+    e->kv_token_bytes = (size_t)s->n_layers * 2 * (size_t)e->kv_dim * 2;
+    if (!budget) {
+        size_t free_b = 0, total = 0;
+        qc_status st = qc_gpu_mem_info(e->g, &free_b, &total, err, errlen);
+        if (st != QC_OK) return st;
+        /* keep 10% of the device (and at least 1 GiB) for the driver, graphs and the rest */
+        size_t reserve = total / 10 > ((size_t)1 << 30) ? total / 10 : ((size_t)1 << 30);
+        budget = free_b > reserve ? free_b - reserve : 0;
+    }
+    size_t per_block = block_bytes * 2 * (size_t)s->n_layers;
+    size_t want = (size_t)e->max_seqs * (size_t)e->max_blocks + 1;
+    e->n_blocks = budget / per_block;
+    if (e->n_blocks > want) e->n_blocks = want; /* more would never be used */
+    if (e->n_blocks < 2) {
+        qc_errf(err, errlen, "KV cache: %zu bytes hold no block of %d tokens (%zu bytes per block, all layers, K and V)",
+                budget, QC_KV_BLOCK, per_block);
+        return QC_ERR_NOMEM;
+    }
+    size_t bytes = e->n_blocks * block_bytes * (size_t)s->n_layers;
+    qc_status st = alloc_buf(e, bytes, QC_MEM_KV, "KV cache (K)", &e->kc, err, errlen);
+    if (st == QC_OK) st = alloc_buf(e, bytes, QC_MEM_KV, "KV cache (V)", &e->vc, err, errlen);
+    if (st != QC_OK) return st;
+    for (int b = 0; b < s->n_layers; b++) {
+        e->layers[b].k_cache.ptr = e->kc.ptr + (qc_devptr)b * e->n_blocks * block_bytes;
+        e->layers[b].v_cache.ptr = e->vc.ptr + (qc_devptr)b * e->n_blocks * block_bytes;
+    }
+    /* block 0 stays zero: padding rows read it */
+    for (int b = 0; b < s->n_layers && st == QC_OK; b++) {
+        st = qc_gpu_memset32(e->g, e->layers[b].k_cache.ptr, 0, block_bytes / 4, err, errlen);
+        if (st == QC_OK) st = qc_gpu_memset32(e->g, e->layers[b].v_cache.ptr, 0, block_bytes / 4, err, errlen);
+    }
+    e->free_blocks = malloc(e->n_blocks * sizeof(int));
+    if (!e->free_blocks) {
+        qc_errf(err, errlen, "out of memory");
+        return QC_ERR_NOMEM;
+    }
+    e->n_free = 0;
+    for (size_t i = e->n_blocks; i-- > 1;) e->free_blocks[e->n_free++] = (int)i; /* pops 1, 2, ... */
+    return QC_OK;
+}
+
+qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_engine_options *o, char *err,
+                            size_t errlen) {
+    if (!rt || !g || !nv || !o || !o->shape) {
+        qc_errf(err, errlen, "engine: needs a runtime, a GPU, NVRTC and a model shape");
+        return NULL;
+    }
+    const qc_model_shape *s = o->shape;
+    if (s->n_heads <= 0 || s->n_kv_heads <= 0 || s->n_heads % s->n_kv_heads || s->head_dim < 2 || s->head_dim % 2 ||
+        s->head_dim > 256 || s->hidden <= 0 || s->intermediate <= 0 || s->n_layers <= 0 || s->vocab <= 0) {
+        qc_errf(err, errlen, "engine: unsupported shape (heads %d, kv heads %d, head_dim %d; head_dim must be even "
+                "and at most 256, heads a multiple of kv heads)", s->n_heads, s->n_kv_heads, s->head_dim);
+        return NULL;
+    }
+    if (o->format && strcmp(o->format, "bf16") != 0) {
+        qc_errf(err, errlen, "engine: format '%s' has no GPU forward path yet (only bf16 linears run on the GPU "
+                "engine so far)", o->format);
+        return NULL;
+    }
+    qc_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        qc_errf(err, errlen, "out of memory");
+        return NULL;
+    }
+    e->rt = rt;
+    e->g = g;
+    e->nv = nv;
+    e->s = *s;
+    e->sm = qc_gpu_get_info(g)->sm;
+    e->max_seqs = o->max_seqs > 0 ? o->max_seqs : 64;
+    e->max_context = o->max_context > 0 ? o->max_context : (s->max_positions > 0 && s->max_positions < 4096 ? s->max_positions : 4096);
+    e->max_step = o->max_step_tokens > 0 ? o->max_step_tokens : 2048;
+    if (e->max_step < e->max_seqs) e->max_step = e->max_seqs;
+    e->max_blocks = (e->max_context + QC_KV_BLOCK - 1) / QC_KV_BLOCK;
+    e->q_dim = (int64_t)s->n_heads * s->head_dim;
+    e->kv_dim = (int64_t)s->n_kv_heads * s->head_dim;
+    e->qkv_n = e->q_dim + 2 * e->kv_dim;
+    e->use_graphs = o->graphs;
+    e->rope_halves = o->model ? o->model->rope == QC_ROPE_HALVES : 1;
+    qc_status st = QC_OK;
+    for (int i = 0; i < K_COUNT && st == QC_OK; i++) {
+        e->kern[i].id = KERNEL_IDS[i];
+        e->kern[i].k = qc_kernel_find(rt, KERNEL_IDS[i]);
+        qc_reason why;
+        if (!e->kern[i].k) {
+            qc_errf(err, errlen, "engine: kernel %s is not registered", KERNEL_IDS[i]);
+            st = QC_ERR_UNSUPPORTED;
+        } else if (qc_gpu_kernel_load(g, nv, e->kern[i].k, &e->kern[i].fn, &why) != QC_OK) {
+            qc_errf(err, errlen, "engine: kernel %s: %s: %s", KERNEL_IDS[i], why.code, why.text);
+            st = QC_ERR_UNSUPPORTED;
+        }
+    }
+    size_t ms = (size_t)e->max_seqs;
+    if (st == QC_OK) {
+        e->layers = calloc((size_t)s->n_layers, sizeof *e->layers);
+        e->seq_open = calloc(ms, 1);
+        e->seq_len = calloc(ms, sizeof *e->seq_len);
+        e->seq_blocks = calloc(ms * (size_t)e->max_blocks, sizeof(int));
+        e->seq_nblocks = calloc(ms, sizeof(int));
+        e->h_ids = calloc((size_t)e->max_step, 4);
+        e->h_pos = calloc((size_t)e->max_step, 4);
+        e->h_slots = calloc((size_t)e->max_step, 4);
+        e->h_last = calloc(ms > 64 ? ms : 64, 4);
+        e->h_qstart = calloc(ms + 1, 4);
+        e->h_ctx = calloc(ms, 4);
+        e->h_tables = calloc(ms * (size_t)e->max_blocks, 4);
+        if (!e->layers || !e->seq_open || !e->seq_len || !e->seq_blocks || !e->seq_nblocks || !e->h_ids ||
+            !e->h_pos || !e->h_slots || !e->h_last || !e->h_qstart || !e->h_ctx || !e->h_tables) {
+            qc_errf(err, errlen, "out of memory");
+            st = QC_ERR_NOMEM;
+        }
+    }
+    if (st == QC_OK) st = load_weights(e, o->model, o->seed ? o->seed : 0x5eed, err, errlen);
+    if (st == QC_OK) {
+        int half = s->head_dim / 2;
+        float *f = malloc((size_t)half * sizeof(float));
+        if (!f) {
+            st = QC_ERR_NOMEM;
+            qc_errf(err, errlen, "out of memory");
+        } else {
+            for (int i = 0; i < half; i++)
+                f[i] = o->model ? o->model->inv_freq[i] : (float)pow(s->rope_theta > 0 ? s->rope_theta : 10000.0,
+                                                                    -2.0 * i / (double)s->head_dim);
+            st = upload_new(e, f, (size_t)half * 4, QC_MEM_WEIGHTS, "rotary frequencies", &e->inv_freq, err, errlen);
+            free(f);
+        }
+    }
+    if (st == QC_OK) st = alloc_activations(e, err, errlen);
+    if (st == QC_OK) st = alloc_kv(e, o->kv_bytes, err, errlen);
+    if (st == QC_OK) st = qc_gpu_sync(g, err, errlen);
+    if (st != QC_OK) {
+        qc_engine_destroy(e);
+        return NULL;
+    }
+    return e;
+}
+
+void qc_engine_destroy(qc_engine *e) {
+    if (!e) return;
+    for (int i = 0; i < e->n_graphs; i++) qc_gpu_graph_destroy(e->g, e->graphs[i].graph);
+    if (e->layers)
+        for (int b = 0; b < e->s.n_layers; b++) {
+            eng_layer *L = &e->layers[b];
+            linear_free(e, &L->qkv), linear_free(e, &L->o), linear_free(e, &L->gate_up), linear_free(e, &L->down);
+            qc_gpu_free(e->g, &L->attn_norm), qc_gpu_free(e->g, &L->ffn_norm);
+            qc_gpu_free(e->g, &L->q_norm), qc_gpu_free(e->g, &L->k_norm), qc_gpu_free(e->g, &L->qkv_bias);
+        }
+    if (!e->tied) linear_free(e, &e->lm_head);
+    qc_gpu_buf *bufs[] = {&e->embed,  &e->out_norm, &e->inv_freq, &e->kc,     &e->vc,          &e->x,
+                          &e->y,      &e->yb,       &e->qkv,      &e->q,      &e->att,         &e->attb,
+                          &e->h,      &e->gu,       &e->act,      &e->actb,   &e->logits,      &e->logits_rows,
+                          &e->d_ids,  &e->d_pos,    &e->d_slots,  &e->d_last, &e->d_qstart,    &e->d_ctx,
+                          &e->d_tables, &e->d_next, &e->d_work};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) qc_gpu_free(e->g, bufs[i]);
+    free(e->layers), free(e->free_blocks), free(e->seq_open), free(e->seq_len), free(e->seq_blocks);
+    free(e->seq_nblocks), free(e->h_ids), free(e->h_pos), free(e->h_slots), free(e->h_last), free(e->h_qstart);
+    free(e->h_ctx), free(e->h_tables);
+    free(e);
+}
+
+/* ---- sequences ---- */
+
+int qc_engine_seq_open(qc_engine *e) {
+    for (int i = 0; i < e->max_seqs; i++)
+        if (!e->seq_open[i]) {
+            e->seq_open[i] = 1;
+            e->seq_len[i] = 0;
+            e->seq_nblocks[i] = 0;
+            return i;
+        }
+    return -1;
+}
+
+void qc_engine_seq_close(qc_engine *e, int seq) {
+    if (seq < 0 || seq >= e->max_seqs || !e->seq_open[seq]) return;
+    for (int i = 0; i < e->seq_nblocks[seq]; i++) e->free_blocks[e->n_free++] = e->seq_blocks[(size_t)seq * e->max_blocks + i];
+    e->seq_open[seq] = 0;
+    e->seq_nblocks[seq] = 0;
+    e->seq_len[seq] = 0;
+}
+
+size_t qc_engine_seq_len(const qc_engine *e, int seq) {
+    return seq >= 0 && seq < e->max_seqs && e->seq_open[seq] ? e->seq_len[seq] : 0;
+}
+
+/* ---- the forward pass ---- */
+
+/* The head for `heads` rows picked by d_last: the last residual add with the
+ * final norm, the lm_head linear, and the greedy token of each row. */
+static qc_status head(qc_engine *e, int64_t heads, char *err, size_t errlen) {
+    const qc_model_shape *s = &e->s;
+    int64_t H = s->hidden, V = s->vocab;
+    float eps = (float)s->rms_eps;
+    qc_status st;
+    qc_problem ph = problem(heads, H, 0);
+    qc_named_arg af[] = {ARG("x", e->x.ptr),           ARG("h", e->h.ptr),      ARG("weight", e->out_norm.ptr),
+                         ARG("y", e->logits_rows.ptr), ARG("y.bf16", e->yb.ptr), ARG("idx", e->d_last.ptr),
+                         ARG("m", heads),              ARG("n", H),             ARG("eps", eps)};
+    if ((st = launch(e, e->kern[K_ADD_NORM].k, e->kern[K_ADD_NORM].fn, &ph, af, 9, err, errlen))) return st;
+    if ((st = linear_run(e, &e->lm_head, e->logits_rows.ptr, e->yb.ptr, e->logits.ptr, heads, err, errlen))) return st;
+    qc_problem pa = problem(heads, V, 0);
+    qc_named_arg aa[] = {ARG("x", e->logits.ptr), ARG("ids", e->d_next.ptr), ARG("m", heads), ARG("n", V)};
+    return launch(e, e->kern[K_ARGMAX].k, e->kern[K_ARGMAX].fn, &pa, aa, 4, err, errlen);
+}
+
+/* Everything a step launches for `rows` tokens of `n_seqs` sequences (after
+ * the inputs are on the device); `heads` = rows whose logits are wanted. */
+static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int64_t heads, char *err, size_t errlen) {
+    const qc_model_shape *s = &e->s;
+    int64_t H = s->hidden, F = s->intermediate, V = s->vocab, vocab = V;
+    float eps = (float)s->rms_eps;
+    qc_status st;
+    qc_devptr none = 0;
+    {
+        qc_problem p = problem(rows, H, 0);
+        qc_named_arg a[] = {ARG("table", e->embed.ptr), ARG("ids", e->d_ids.ptr), ARG("y", e->x.ptr),
+                            ARG("m", rows), ARG("n", H), ARG("vocab", vocab)};
+        if ((st = launch(e, e->kern[K_EMBED].k, e->kern[K_EMBED].fn, &p, a, 6, err, errlen))) return st;
+    }
+    int heads_q = s->n_heads, heads_kv = s->n_kv_heads, hd = s->head_dim, mb = e->max_blocks, ns = n_seqs;
+    int halves = e->rope_halves;
+    float scale = (float)(1.0 / sqrt((double)hd));
+    for (int b = 0; b < s->n_layers; b++) {
+        eng_layer *L = &e->layers[b];
+        qc_problem pn = problem(rows, H, 0);
+        qc_devptr hin = b > 0 ? e->h.ptr : 0;
+        qc_named_arg an[] = {ARG("x", e->x.ptr),         ARG("h", hin),    ARG("weight", L->attn_norm.ptr),
+                             ARG("y", e->y.ptr),         ARG("y.bf16", e->yb.ptr), ARG("idx", none),
+                             ARG("m", rows),             ARG("n", H),      ARG("eps", eps)};
+        if ((st = launch(e, e->kern[K_ADD_NORM].k, e->kern[K_ADD_NORM].fn, &pn, an, 9, err, errlen))) return st;
+        if ((st = linear_run(e, &L->qkv, e->y.ptr, e->yb.ptr, e->qkv.ptr, rows, err, errlen))) return st;
+        qc_problem pq = problem(rows, heads_q + heads_kv, hd);
+        int64_t ld = e->qkv_n;
+        qc_named_arg aq[] = {ARG("qkv", e->qkv.ptr),       ARG("ld", ld),
+                             ARG("bias", L->qkv_bias.ptr), ARG("q", e->q.ptr),
+                             ARG("k_cache", L->k_cache.ptr), ARG("v_cache", L->v_cache.ptr),
+                             ARG("slots", e->d_slots.ptr), ARG("pos", e->d_pos.ptr),
+                             ARG("inv_freq", e->inv_freq.ptr), ARG("q_norm", L->q_norm.ptr),
+                             ARG("k_norm", L->k_norm.ptr), ARG("m", rows),
+                             ARG("heads", heads_q),        ARG("kv_heads", heads_kv),
+                             ARG("head_dim", hd),          ARG("halves", halves),
+                             ARG("eps", eps)};
+        if ((st = launch(e, e->kern[K_QKV].k, e->kern[K_QKV].fn, &pq, aq, 17, err, errlen))) return st;
+        {
+            qc_named_arg aa[] = {ARG("q", e->q.ptr),          ARG("k_cache", L->k_cache.ptr),
+                                 ARG("v_cache", L->v_cache.ptr), ARG("block_tables", e->d_tables.ptr),
+                                 ARG("ctx_lens", e->d_ctx.ptr), ARG("q_start", e->d_qstart.ptr),
+                                 ARG("out", e->att.ptr),      ARG("work", e->d_work.ptr),
+                                 ARG("n_seqs", ns),           ARG("n_heads", heads_q),
+                                 ARG("n_kv_heads", heads_kv), ARG("head_dim", hd),
+                                 ARG("max_blocks", mb),       ARG("scale", scale)};
+            if ((st = qc_attn_launch(e->g, decode ? e->kern[K_ATTN_DECODE].k : e->kern[K_ATTN_PREFILL].k,
+                                     decode ? e->kern[K_ATTN_DECODE].fn : e->kern[K_ATTN_PREFILL].fn, rows, n_seqs,
+                                     e->max_context, s, aa, 14, err, errlen)))
+                return st;
+        }
+        if ((st = linear_run(e, &L->o, e->att.ptr, 0, e->h.ptr, rows, err, errlen))) return st;
+        qc_named_arg a2[] = {ARG("x", e->x.ptr),     ARG("h", e->h.ptr),       ARG("weight", L->ffn_norm.ptr),
+                             ARG("y", e->y.ptr),     ARG("y.bf16", e->yb.ptr), ARG("idx", none),
+                             ARG("m", rows),         ARG("n", H),              ARG("eps", eps)};
+        if ((st = launch(e, e->kern[K_ADD_NORM].k, e->kern[K_ADD_NORM].fn, &pn, a2, 9, err, errlen))) return st;
+        if ((st = linear_run(e, &L->gate_up, e->y.ptr, e->yb.ptr, e->gu.ptr, rows, err, errlen))) return st;
+        qc_problem ps = problem(rows, F, 0);
+        qc_devptr up = e->gu.ptr + (qc_devptr)F * 4;
+        int64_t ld2 = 2 * F;
+        qc_named_arg as[] = {ARG("gate", e->gu.ptr), ARG("up", up),   ARG("ld", ld2), ARG("y", e->act.ptr),
+                             ARG("y.bf16", e->actb.ptr), ARG("m", rows), ARG("n", F)};
+        if ((st = launch(e, e->kern[K_SWIGLU].k, e->kern[K_SWIGLU].fn, &ps, as, 7, err, errlen))) return st;
+        if ((st = linear_run(e, &L->down, e->act.ptr, e->actb.ptr, e->h.ptr, rows, err, errlen))) return st;
+    }
+    return head(e, heads, err, errlen);
+}
+
+static int bucket_of(int n) {
+    int b = 1;
+    while (b < n) b <<= 1;
+    return b;
+}
+
+static qc_status upload_inputs(qc_engine *e, int64_t rows, int n_rows_seq, int64_t heads, char *err, size_t errlen) {
+    qc_status st;
+    if ((st = qc_gpu_upload(e->g, e->d_ids.ptr, e->h_ids, (size_t)rows * 4, err, errlen)) ||
+        (st = qc_gpu_upload(e->g, e->d_pos.ptr, e->h_pos, (size_t)rows * 4, err, errlen)) ||
+        (st = qc_gpu_upload(e->g, e->d_slots.ptr, e->h_slots, (size_t)rows * 4, err, errlen)) ||
+        (st = qc_gpu_upload(e->g, e->d_last.ptr, e->h_last, (size_t)heads * 4, err, errlen)) ||
+        (st = qc_gpu_upload(e->g, e->d_qstart.ptr, e->h_qstart, ((size_t)n_rows_seq + 1) * 4, err, errlen)) ||
+        (st = qc_gpu_upload(e->g, e->d_ctx.ptr, e->h_ctx, (size_t)n_rows_seq * 4, err, errlen)) ||
+        (st = qc_gpu_upload(e->g, e->d_tables.ptr, e->h_tables, (size_t)n_rows_seq * (size_t)e->max_blocks * 4, err,
+                            errlen)))
+        return st;
+    return QC_OK;
+}
+
+qc_status qc_engine_step(qc_engine *e, const qc_engine_batch *b, char *err, size_t errlen) {
+    if (!e || !b || b->n_seqs <= 0 || b->n_seqs > e->max_seqs || !b->seqs || !b->n_tokens || !b->tokens) {
+        qc_errf(err, errlen, "engine step: needs 1 to %d sequences with token counts and tokens", e ? e->max_seqs : 0);
+        return QC_ERR_INVALID;
+    }
+    const qc_model_shape *s = &e->s;
+    int64_t rows = 0;
+    int decode = 1;
+    for (int i = 0; i < b->n_seqs; i++) {
+        int q = b->seqs[i];
+        if (q < 0 || q >= e->max_seqs || !e->seq_open[q]) {
+            qc_errf(err, errlen, "engine step: sequence %d is not open", q);
+            return QC_ERR_INVALID;
+        }
+        for (int j = 0; j < i; j++)
+            if (b->seqs[j] == q) {
+                qc_errf(err, errlen, "engine step: sequence %d appears twice in one step", q);
+                return QC_ERR_INVALID;
+            }
+        if (b->n_tokens[i] <= 0) {
+            qc_errf(err, errlen, "engine step: sequence %d gets %d tokens", q, b->n_tokens[i]);
+            return QC_ERR_INVALID;
+        }
+        if (e->seq_len[q] + (size_t)b->n_tokens[i] > (size_t)e->max_context) {
+            qc_errf(err, errlen, "context full: sequence %d has %zu tokens, %d more exceed the %d positions", q,
+                    e->seq_len[q], b->n_tokens[i], e->max_context);
+            return QC_ERR_INVALID;
+        }
+        if (b->n_tokens[i] != 1) decode = 0;
+        rows += b->n_tokens[i];
+    }
+    if (rows > e->max_step) {
+        qc_errf(err, errlen, "engine step: %lld tokens exceed the step limit of %d (split the prompt)", (long long)rows,
+                e->max_step);
+        return QC_ERR_INVALID;
+    }
+    for (int64_t t = 0; t < rows; t++)
+        if (b->tokens[t] < 0 || b->tokens[t] >= s->vocab) {
+            qc_errf(err, errlen, "token id %d is outside the vocabulary (%d)", b->tokens[t], s->vocab);
+            return QC_ERR_INVALID;
+        }
+    /* blocks for the new tokens, all or none */
+    size_t need = 0;
+    for (int i = 0; i < b->n_seqs; i++) {
+        int q = b->seqs[i];
+        size_t len = e->seq_len[q] + (size_t)b->n_tokens[i];
+        size_t blocks = (len + QC_KV_BLOCK - 1) / QC_KV_BLOCK;
+        need += blocks - (size_t)e->seq_nblocks[q];
+    }
+    if (need > e->n_free) {
+        qc_errf(err, errlen, "KV cache full: the step needs %zu more blocks of %d tokens, %zu are free (capacity %zu "
+                "tokens)", need, QC_KV_BLOCK, e->n_free, (e->n_blocks - 1) * QC_KV_BLOCK);
+        return QC_ERR_NOMEM;
+    }
+    for (int i = 0; i < b->n_seqs; i++) {
+        int q = b->seqs[i];
+        size_t len = e->seq_len[q] + (size_t)b->n_tokens[i];
+        while ((size_t)e->seq_nblocks[q] * QC_KV_BLOCK < len)
+            e->seq_blocks[(size_t)q * e->max_blocks + e->seq_nblocks[q]++] = e->free_blocks[--e->n_free];
+    }
+    /* inputs: per token id, position, slot; per sequence offsets, lengths, tables */
+    int bucket = decode && e->use_graphs ? bucket_of(b->n_seqs) : b->n_seqs;
+    if (bucket > e->max_seqs) bucket = e->max_seqs;
+    int64_t t = 0;
+    for (int i = 0; i < bucket; i++) {
+        e->h_qstart[i] = (int32_t)t;
+        int32_t *tab = e->h_tables + (size_t)i * e->max_blocks;
+        if (i >= b->n_seqs) { /* padding row: one token reading the zero block */
+            e->h_ids[t] = 0, e->h_pos[t] = 0, e->h_slots[t] = -1;
+            e->h_ctx[i] = 1;
+            memset(tab, 0, (size_t)e->max_blocks * 4);
+            e->h_last[i] = (int32_t)t;
+            t++;
+            continue;
+        }
+        int q = b->seqs[i];
+        size_t pos0 = e->seq_len[q];
+        for (int j = 0; j < b->n_tokens[i]; j++, t++) {
+            size_t p = pos0 + (size_t)j;
+            e->h_ids[t] = b->tokens[t];
+            e->h_pos[t] = (int32_t)p;
+            e->h_slots[t] = e->seq_blocks[(size_t)q * e->max_blocks + p / QC_KV_BLOCK] * QC_KV_BLOCK +
+                            (int32_t)(p % QC_KV_BLOCK);
+        }
+        e->h_ctx[i] = (int32_t)(pos0 + (size_t)b->n_tokens[i]);
+        memcpy(tab, e->seq_blocks + (size_t)q * e->max_blocks, (size_t)e->seq_nblocks[q] * 4);
+        memset(tab + e->seq_nblocks[q], 0, (size_t)(e->max_blocks - e->seq_nblocks[q]) * 4);
+        e->h_last[i] = (int32_t)(t - 1);
+    }
+    e->h_qstart[bucket] = (int32_t)t;
+    int64_t total_rows = t;
+    qc_status st = QC_OK;
+    if (b->all_logits) {
+        /* every row's logits: the body once, then the head in chunks */
+        int64_t chunk = e->logit_rows;
+        for (int64_t r0 = 0; r0 < total_rows && st == QC_OK; r0 += chunk) {
+            int64_t nr = total_rows - r0 < chunk ? total_rows - r0 : chunk;
+            for (int64_t r = 0; r < nr; r++) e->h_last[r] = (int32_t)(r0 + r);
+            if (r0 == 0) {
+                st = upload_inputs(e, total_rows, bucket, nr, err, errlen);
+                if (st == QC_OK) st = forward(e, total_rows, bucket, decode, nr, err, errlen);
+            } else {
+                /* the head only: rerun its three launches on the next rows */
+                st = qc_gpu_upload(e->g, e->d_last.ptr, e->h_last, (size_t)nr * 4, err, errlen);
+                if (st == QC_OK) st = head(e, nr, err, errlen);
+            }
+            if (st == QC_OK && b->logits)
+                st = qc_gpu_download(e->g, b->logits + (size_t)r0 * s->vocab, e->logits.ptr,
+                                     (size_t)nr * (size_t)s->vocab * 4, err, errlen);
+            if (st == QC_OK && b->next && r0 == 0) {
+                /* next token of each sequence: from its last row's logits, done below */
+            }
+        }
+        if (st == QC_OK && b->next) {
+            for (int i = 0; i < b->n_seqs; i++) {
+                /* argmax of the last row of sequence i, on the host logits when given */
+                int64_t last = (int64_t)e->h_qstart[i + 1] - 1;
+                if (b->logits) {
+                    const float *row = b->logits + (size_t)last * s->vocab;
+                    int best = -1;
+                    for (int v = 0; v < s->vocab; v++)
+                        if (row[v] == row[v] && (best < 0 || row[v] > row[best])) best = v;
+                    b->next[i] = best;
+                } else {
+                    b->next[i] = -1;
+                }
+            }
+        }
+    } else {
+        st = upload_inputs(e, total_rows, bucket, bucket, err, errlen);
+        if (st == QC_OK) {
+            qc_gpu_graph graph = NULL;
+            if (decode && e->use_graphs) {
+                for (int i = 0; i < e->n_graphs; i++)
+                    if (e->graphs[i].bucket == bucket) graph = e->graphs[i].graph;
+                if (!graph && e->n_graphs < MAX_BUCKETS) {
+                    /* kernels are loaded before capture: a capture may not load modules */
+                    st = forward(e, total_rows, bucket, decode, bucket, err, errlen);
+                    if (st == QC_OK) st = qc_gpu_sync(e->g, err, errlen);
+                    if (st == QC_OK) st = qc_gpu_capture_begin(e->g, err, errlen);
+                    if (st == QC_OK) {
+                        qc_status fs = forward(e, total_rows, bucket, decode, bucket, err, errlen);
+                        qc_gpu_graph gr = NULL;
+                        st = qc_gpu_capture_end(e->g, &gr, err, errlen);
+                        if (fs != QC_OK) st = fs;
+                        if (st == QC_OK) {
+                            e->graphs[e->n_graphs].bucket = bucket;
+                            e->graphs[e->n_graphs++].graph = gr;
+                            graph = gr;
+                        }
+                    }
+                    /* the warm-up run already computed this step; replaying it is harmless
+                       (same inputs, the cache slots get the same values) */
+                }
+            }
+            if (st == QC_OK) st = graph ? qc_gpu_graph_launch(e->g, graph, err, errlen)
+                                        : forward(e, total_rows, bucket, decode, bucket, err, errlen);
+        }
+        if (st == QC_OK && b->logits)
+            st = qc_gpu_download(e->g, b->logits, e->logits.ptr, (size_t)b->n_seqs * (size_t)s->vocab * 4, err, errlen);
+        if (st == QC_OK && b->next) st = qc_gpu_download(e->g, b->next, e->d_next.ptr, (size_t)b->n_seqs * 4, err, errlen);
+        if (st == QC_OK && !b->logits && !b->next) st = qc_gpu_sync(e->g, err, errlen);
+    }
+    if (st != QC_OK) {
+        /* give back the blocks this step took */
+        for (int i = 0; i < b->n_seqs; i++) {
+            int q = b->seqs[i];
+            size_t keep = (e->seq_len[q] + QC_KV_BLOCK - 1) / QC_KV_BLOCK;
+            while ((size_t)e->seq_nblocks[q] > keep)
+                e->free_blocks[e->n_free++] = e->seq_blocks[(size_t)q * e->max_blocks + --e->seq_nblocks[q]];
+        }
+        return st;
+    }
+    for (int i = 0; i < b->n_seqs; i++) e->seq_len[b->seqs[i]] += (size_t)b->n_tokens[i];
+    return QC_OK;
+}
+
+void qc_engine_get_stats(const qc_engine *e, qc_engine_stats *out) {
+    memset(out, 0, sizeof *out);
+    qc_gpu_ledger_row w = qc_gpu_ledger_get(e->g, QC_MEM_WEIGHTS), sc = qc_gpu_ledger_get(e->g, QC_MEM_SCALES);
+    qc_gpu_ledger_row z = qc_gpu_ledger_get(e->g, QC_MEM_ZEROS), pd = qc_gpu_ledger_get(e->g, QC_MEM_PADDING);
+    out->weight_bytes = w.resident + sc.resident + z.resident + pd.resident;
+    out->kv_bytes = e->kc.resident + e->vc.resident;
+    out->kv_bytes_per_token = e->kv_token_bytes;
+    out->kv_capacity_tokens = (e->n_blocks - 1) * QC_KV_BLOCK;
+    out->kv_blocks_free = e->n_free;
+    out->graphs_captured = e->n_graphs;
+}
+
+void qc_engine_print_kernels(const qc_engine *e, FILE *f) {
+    const eng_linear *ls[] = {&e->layers[0].qkv, &e->layers[0].o, &e->layers[0].gate_up, &e->layers[0].down,
+                              &e->lm_head};
+    for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) {
+        fprintf(f, "  %-12s [%6lld x %6lld] %s:", ls[i]->role, (long long)ls[i]->n, (long long)ls[i]->k,
+                ls[i]->fmt->name);
+        int any = 0;
+        for (int c = 0; c < KCACHE; c++)
+            if (ls[i]->cache[c].k) {
+                fprintf(f, " m=%lld -> %s", (long long)ls[i]->cache[c].m, ls[i]->cache[c].k->id);
+                any = 1;
+            }
+        fprintf(f, "%s\n", any ? "" : " (not run yet)");
+    }
+}
