@@ -61,6 +61,17 @@ static void bf16_linear_ref(const float *x, const uint16_t *w, float *y, int64_t
     }
 }
 
+/* The same product with x given as bf16 bits ("x.bf16"): kernels fed by
+ * the engine's bf16 activations take this signature. */
+static void bf16_linear_bx_ref(const uint16_t *x, const uint16_t *w, float *y, int64_t m, int64_t n, int64_t k) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float acc = 0.f;
+            for (int64_t t = 0; t < k; t++) acc += qc_bf16_to_f32(x[i * k + t]) * qc_bf16_to_f32(w[j * k + t]);
+            y[i * n + j] = acc;
+        }
+}
+
 static const qc_kernel_param bf16_params[] = {
     {"x", QC_PARAM_PTR}, {"w.weight", QC_PARAM_PTR}, {"y", QC_PARAM_PTR},
     {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64},        {"k", QC_PARAM_I64},
@@ -105,7 +116,8 @@ static qc_status builtin_init(const qc_host_api *api, qc_host *host, char *err, 
     };
     if (api->register_kernel(host, &k) != QC_OK) return QC_ERR_INTERNAL;
     qc_status st = qc_core_kernels_register(api, host, (void (*)(void))bf16_linear_ref);
-    if (st == QC_OK) st = qc_gemv_kernels_register(api, host, (void (*)(void))bf16_linear_ref);
+    if (st == QC_OK) st = qc_gemv_kernels_register(api, host, (void (*)(void))bf16_linear_ref,
+                                                     (void (*)(void))bf16_linear_bx_ref);
     return st == QC_OK ? qc_engine_kernels_register(api, host) : st;
 }
 

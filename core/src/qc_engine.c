@@ -945,6 +945,13 @@ void qc_engine_get_stats(const qc_engine *e, qc_engine_stats *out) {
     out->kv_capacity_tokens = (e->n_blocks - 1) * QC_KV_BLOCK;
     out->kv_blocks_free = e->n_free;
     out->graphs_captured = e->n_graphs;
+    const eng_linear *all[4];
+    for (int b = 0; b < e->s.n_layers; b++) {
+        all[0] = &e->layers[b].qkv, all[1] = &e->layers[b].o, all[2] = &e->layers[b].gate_up, all[3] = &e->layers[b].down;
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < all[i]->n_bufs; j++) out->step_weight_bytes += all[i]->bufs[j].resident;
+    }
+    for (int j = 0; j < e->lm_head.n_bufs; j++) out->step_weight_bytes += e->lm_head.bufs[j].resident;
 }
 
 void qc_engine_print_kernels(const qc_engine *e, FILE *f) {

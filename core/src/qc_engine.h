@@ -67,6 +67,8 @@ qc_status qc_engine_step(qc_engine *e, const qc_engine_batch *b, char *err, size
 
 typedef struct qc_engine_stats {
     size_t weight_bytes;          /* resident: weights + scales + zeros + padding */
+    size_t step_weight_bytes;     /* what one decode step reads: every linear layer and the head
+                                     (not the embedding table, of which it reads one row) */
     size_t kv_bytes;              /* resident KV cache */
     size_t kv_bytes_per_token;    /* all layers, K and V */
     size_t kv_capacity_tokens;    /* blocks * QC_KV_BLOCK */

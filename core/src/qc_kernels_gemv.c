@@ -249,7 +249,124 @@ static const qc_kernel_param GEMV_PARAMS[] = {
     {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64},        {"k", QC_PARAM_I64},
 };
 
-qc_status qc_gemv_kernels_register(const qc_host_api *api, qc_host *host, void (*bf16_linear_ref)(void)) {
+/*
+ * bf16.linear_gemv_bx: the same product with x already bf16 ("x.bf16", as
+ * the engine's norms and swiglu write it), for 1 <= m <= 8.  No staging:
+ * each warp owns R = 2 rows of W and walks all of K, lane l reading the
+ * 16-byte vectors l, l + 32, ... (4 per row in flight), x read through the
+ * read-only path (it is at most 8 x K bf16, held in L1/L2).  Only warp
+ * shuffles reduce, so blocks are light (8 warps, 16 rows) and a whole
+ * layer's blocks are resident in one wave.  k % 8 == 0 and 16-byte aligned
+ * rows are required ("align_k").
+ */
+static const char GEMV_BX_SRC[] =
+    "/* qcore bf16 gemv, bf16 x: y[m,n] = x[m,k] . W[n,k]^T for m <= 8, f32 accumulate */\n"
+    "#define BX_WARPS 8\n"
+    "#define BX_R 2\n"
+    "__device__ __forceinline__ uint4 qc_ld_w(const unsigned short *p) {\n"
+    "    uint4 v;\n"
+    "    asm volatile(\"ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\"\n"
+    "        : \"=r\"(v.x), \"=r\"(v.y), \"=r\"(v.z), \"=r\"(v.w) : \"l\"(p));\n"
+    "    return v;\n"
+    "}\n"
+    "__device__ __forceinline__ float qc_dot8(uint4 a, uint4 b, float acc) {\n"
+    "    acc = fmaf(__uint_as_float(a.x << 16), __uint_as_float(b.x << 16), acc);\n"
+    "    acc = fmaf(__uint_as_float(a.x & 0xffff0000u), __uint_as_float(b.x & 0xffff0000u), acc);\n"
+    "    acc = fmaf(__uint_as_float(a.y << 16), __uint_as_float(b.y << 16), acc);\n"
+    "    acc = fmaf(__uint_as_float(a.y & 0xffff0000u), __uint_as_float(b.y & 0xffff0000u), acc);\n"
+    "    acc = fmaf(__uint_as_float(a.z << 16), __uint_as_float(b.z << 16), acc);\n"
+    "    acc = fmaf(__uint_as_float(a.z & 0xffff0000u), __uint_as_float(b.z & 0xffff0000u), acc);\n"
+    "    acc = fmaf(__uint_as_float(a.w << 16), __uint_as_float(b.w << 16), acc);\n"
+    "    acc = fmaf(__uint_as_float(a.w & 0xffff0000u), __uint_as_float(b.w & 0xffff0000u), acc);\n"
+    "    return acc;\n"
+    "}\n"
+    "template <int MT>\n"
+    "__device__ __forceinline__ void qc_gemv_bx(const unsigned short *x, const unsigned short *w, float *y,\n"
+    "                                           long long m, long long n, long long k) {\n"
+    "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+    "    const long long row0 = ((long long)blockIdx.x * BX_WARPS + warp) * BX_R;\n"
+    "    if (row0 >= n) return;\n"
+    "    const long long nv = k / 8; /* 16-byte vectors per row */\n"
+    "    const uint4 *wr[BX_R];\n"
+    "#pragma unroll\n"
+    "    for (int r = 0; r < BX_R; r++) wr[r] = (const uint4 *)(w + (row0 + r < n ? row0 + r : row0) * k);\n"
+    "    const uint4 *xr = (const uint4 *)x;\n"
+    "    float acc[BX_R][MT];\n"
+    "#pragma unroll\n"
+    "    for (int r = 0; r < BX_R; r++)\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < MT; i++) acc[r][i] = 0.f;\n"
+    "    long long v = lane;\n"
+    "    for (; v + 96 < nv; v += 128) { /* 4 vectors per row in flight */\n"
+    "        uint4 a[BX_R][4];\n"
+    "#pragma unroll\n"
+    "        for (int r = 0; r < BX_R; r++)\n"
+    "#pragma unroll\n"
+    "            for (int u = 0; u < 4; u++) a[r][u] = qc_ld_w((const unsigned short *)(wr[r] + v + 32 * u));\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < MT; i++)\n"
+    "#pragma unroll\n"
+    "            for (int u = 0; u < 4; u++) {\n"
+    "                uint4 b = i < m ? __ldg(xr + i * nv + v + 32 * u) : make_uint4(0, 0, 0, 0);\n"
+    "#pragma unroll\n"
+    "                for (int r = 0; r < BX_R; r++) acc[r][i] = qc_dot8(a[r][u], b, acc[r][i]);\n"
+    "            }\n"
+    "    }\n"
+    "    for (; v < nv; v += 32) {\n"
+    "        uint4 a[BX_R];\n"
+    "#pragma unroll\n"
+    "        for (int r = 0; r < BX_R; r++) a[r] = qc_ld_w((const unsigned short *)(wr[r] + v));\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < MT; i++) {\n"
+    "            uint4 b = i < m ? __ldg(xr + i * nv + v) : make_uint4(0, 0, 0, 0);\n"
+    "#pragma unroll\n"
+    "            for (int r = 0; r < BX_R; r++) acc[r][i] = qc_dot8(a[r], b, acc[r][i]);\n"
+    "        }\n"
+    "    }\n"
+    "#pragma unroll\n"
+    "    for (int r = 0; r < BX_R; r++)\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < MT; i++) {\n"
+    "            float s = acc[r][i];\n"
+    "            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);\n"
+    "            if (lane == 0 && i < m && row0 + r < n) y[(long long)i * n + row0 + r] = s;\n"
+    "        }\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) qc_bf16_linear_gemv_bx(const unsigned short *x,\n"
+    "        const unsigned short *w, float *y, long long m, long long n, long long k) {\n"
+    "    if (m <= 0 || m > 8 || n <= 0) return;\n"
+    "    if (m <= 1) qc_gemv_bx<1>(x, w, y, m, n, k);\n"
+    "    else if (m <= 2) qc_gemv_bx<2>(x, w, y, m, n, k);\n"
+    "    else if (m <= 4) qc_gemv_bx<4>(x, w, y, m, n, k);\n"
+    "    else qc_gemv_bx<8>(x, w, y, m, n, k);\n"
+    "}\n";
+
+/* m, n, k: one block of 8 warps per 16 rows of W */
+static void gemv_bx_dims(const qc_problem *p, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    int64_t blocks = p->m > 0 && p->n > 0 ? (p->n + 15) / 16 : 0;
+    d->grid[0] = blocks <= 2147483647LL ? (uint32_t)blocks : 0;
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = 256;
+    d->block[1] = d->block[2] = 1;
+}
+
+static int gemv_bx_eligible(const qc_problem *p, qc_reason *why) {
+    if (p->k <= 0 || p->k % 8 != 0) {
+        qc_reason_set(why, "align_k", "bf16.linear_gemv_bx: k = %lld is not a positive multiple of 8",
+                      (long long)p->k);
+        return 0;
+    }
+    return 1;
+}
+
+static const qc_kernel_param GEMV_BX_PARAMS[] = {
+    {"x.bf16", QC_PARAM_PTR}, {"w.weight", QC_PARAM_PTR}, {"y", QC_PARAM_PTR},
+    {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},        {"k", QC_PARAM_I64},
+};
+
+qc_status qc_gemv_kernels_register(const qc_host_api *api, qc_host *host, void (*bf16_linear_ref)(void),
+                                   void (*bf16_linear_bx_ref)(void)) {
     qc_kernel_desc k = {
         .struct_size = sizeof k,
         .id = "bf16.linear_gemv",
@@ -266,5 +383,16 @@ qc_status qc_gemv_kernels_register(const qc_host_api *api, qc_host *host, void (
         .launch_dims = gemv_dims,
         .eligible = gemv_eligible,
     };
-    return api->register_kernel(host, &k);
+    qc_kernel_desc bx = k;
+    bx.id = "bf16.linear_gemv_bx";
+    bx.m_max = 8;
+    bx.params = GEMV_BX_PARAMS;
+    bx.n_params = sizeof GEMV_BX_PARAMS / sizeof GEMV_BX_PARAMS[0];
+    bx.reference = bf16_linear_bx_ref;
+    bx.cuda_source = GEMV_BX_SRC;
+    bx.cuda_entry = "qc_bf16_linear_gemv_bx";
+    bx.launch_dims = gemv_bx_dims;
+    bx.eligible = gemv_bx_eligible;
+    qc_status st = api->register_kernel(host, &k);
+    return st == QC_OK ? api->register_kernel(host, &bx) : st;
 }

@@ -24,6 +24,8 @@ static void usage(FILE *f) {
             "  formats       one line per registered format\n"
             "  inspect       device, eligibility per format, the dispatch table with fallbacks\n"
             "                (with --model: of that model, with its resident bytes)\n"
+            "  bench         serving workload on the GPU engine: throughput, TTFT, inter-token\n"
+            "                latency, weight memory, KV capacity (qcore bench --help)\n"
             "\n"
             "options (flags override qcore.ini):\n"
             "  --config FILE        configuration (default ./qcore.ini, or $QCORE_CONFIG)\n"
@@ -266,7 +268,7 @@ static void print_eligibility(cli *c) {
 
 /* ---- main ---- */
 
-static int load_runtime(cli *c) {
+int cli_load_runtime(cli *c) {
     char err[1024];
     const char *cfg_path = c->config_path;
     if (!cfg_path) {
@@ -297,7 +299,7 @@ static int load_runtime(cli *c) {
     return 0;
 }
 
-static int parse_int(const char *flag, const char *v, long lo, long hi, long *out) {
+int cli_parse_int(const char *flag, const char *v, long lo, long hi, long *out) {
     char *end;
     long x = strtol(v, &end, 10);
     if (*v == 0 || *end || x < lo || x > hi) {
@@ -320,6 +322,8 @@ static int parse_real(const char *flag, const char *v, double lo, double hi, dou
 }
 
 int main(int argc, char **argv) {
+    /* bench has options of its own */
+    if (argc > 1 && strcmp(argv[1], "bench") == 0) return cmd_bench(argc - 1, argv + 1);
     cli c = {0};
     c.window = 512;
     c.stride = 512;
@@ -375,39 +379,39 @@ int main(int argc, char **argv) {
         case OPT_PROMPTS: c.prompts_path = optarg; break;
         case OPT_MANIFEST: c.manifest = optarg; break;
         case 'n':
-            if (parse_int("--max-tokens", optarg, 1, 1 << 20, &iv)) return EXIT_USAGE;
+            if (cli_parse_int("--max-tokens", optarg, 1, 1 << 20, &iv)) return EXIT_USAGE;
             c.max_tokens = (int)iv;
             break;
         case OPT_TOPK:
-            if (parse_int("--top-k", optarg, 0, 1 << 22, &iv)) return EXIT_USAGE;
+            if (cli_parse_int("--top-k", optarg, 0, 1 << 22, &iv)) return EXIT_USAGE;
             c.top_k = (int)iv;
             break;
         case OPT_SEED:
-            if (parse_int("--seed", optarg, 0, 0x7fffffffL, &iv)) return EXIT_USAGE;
+            if (cli_parse_int("--seed", optarg, 0, 0x7fffffffL, &iv)) return EXIT_USAGE;
             c.seed = (unsigned long long)iv;
             break;
         case OPT_CTX:
-            if (parse_int("--ctx", optarg, 16, 1 << 20, &iv)) return EXIT_USAGE;
+            if (cli_parse_int("--ctx", optarg, 16, 1 << 20, &iv)) return EXIT_USAGE;
             c.ctx = (int)iv;
             break;
         case OPT_THREADS:
-            if (parse_int("--threads", optarg, 1, 256, &iv)) return EXIT_USAGE;
+            if (cli_parse_int("--threads", optarg, 1, 256, &iv)) return EXIT_USAGE;
             c.threads = (int)iv;
             break;
         case OPT_WINDOW:
-            if (parse_int("--window", optarg, 2, 1 << 16, &iv)) return EXIT_USAGE;
+            if (cli_parse_int("--window", optarg, 2, 1 << 16, &iv)) return EXIT_USAGE;
             c.window = (int)iv;
             break;
         case OPT_STRIDE:
-            if (parse_int("--stride", optarg, 1, 1 << 16, &iv)) return EXIT_USAGE;
+            if (cli_parse_int("--stride", optarg, 1, 1 << 16, &iv)) return EXIT_USAGE;
             c.stride = (int)iv;
             break;
         case OPT_MAXEVAL:
-            if (parse_int("--max-eval-tokens", optarg, 2, 1L << 30, &iv)) return EXIT_USAGE;
+            if (cli_parse_int("--max-eval-tokens", optarg, 2, 1L << 30, &iv)) return EXIT_USAGE;
             c.max_eval_tokens = iv;
             break;
         case OPT_AGREE:
-            if (parse_int("--agree-tokens", optarg, 0, 4096, &iv)) return EXIT_USAGE;
+            if (cli_parse_int("--agree-tokens", optarg, 0, 4096, &iv)) return EXIT_USAGE;
             c.agree_tokens = (int)iv;
             break;
         case OPT_TEMP:
@@ -444,7 +448,7 @@ int main(int argc, char **argv) {
         int known = 0;
         for (const char **k = commands; *k; k++) known |= strcmp(*k, c.command) == 0;
         if (!known) {
-            fprintf(stderr, "qcore: unknown command '%s' (commands: run, eval, plugins, formats, inspect)\n",
+            fprintf(stderr, "qcore: unknown command '%s' (commands: run, eval, plugins, formats, inspect, bench)\n",
                     c.command);
             return EXIT_USAGE;
         }
@@ -457,7 +461,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "qcore: prompts file '%s' does not exist or cannot be read\n", c.prompts_path);
         return EXIT_USAGE;
     }
-    int rc = load_runtime(&c);
+    int rc = cli_load_runtime(&c);
     if (rc) {
         qc_config_free(c.cfg);
         return rc;

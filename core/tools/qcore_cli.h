@@ -38,6 +38,12 @@ typedef struct cli {
 } cli;
 
 int cmd_run(cli *c, int overview);
+/* `qcore bench ...` with its own options (argv[0] is "bench"). */
+int cmd_bench(int argc, char **argv);
+/* Config, runtime and device probe from the parsed options; 0 or an exit code. */
+int cli_load_runtime(cli *c);
+/* An integer option in [lo, hi]; prints the flag and value and returns -1 otherwise. */
+int cli_parse_int(const char *flag, const char *v, long lo, long hi, long *out);
 int cmd_eval(cli *c);
 int cmd_inspect_model(cli *c);
 /* The dispatch table and KV decision for the configured model config. */

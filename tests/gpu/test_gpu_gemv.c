@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <math.h>
 
+#include "../../plugins/common/qc_bf16.h"
 #include "gpu_test.h"
 #include "nvrtc/nv_test.h"
 #include "qc_kernels_gemv.h"
@@ -24,6 +25,7 @@ typedef struct ctx {
     qc_runtime *rt;
     const qc_kernel_desc *k;
     qc_gpu_fn fn;
+    int bx;          /* the kernel takes "x.bf16" (bf16 bits) rather than f32 "x" */
     uint64_t rng;
     double copy_gbs; /* measured device copy bandwidth, GB/s (read + write) */
 } ctx;
@@ -83,6 +85,7 @@ static void case_gemv(ctx *c, int64_t m, int64_t n, int64_t k, int reps) {
     size_t xc = (size_t)(m * k), wc = (size_t)(n * k), yc = (size_t)(m * n);
     float *x = malloc(xc * 4), *xb = malloc(xc * 4), *wf = malloc(wc * 4), *ref = malloc(yc * 4);
     char *got = malloc(yc * 4 + GUARD_WORDS * 4);
+    uint16_t *xh = NULL;
     enum { MAXCOPY = 64 };
     qc_gpu_buf dx = {0}, dy = {0}, dw[MAXCOPY];
     memset(dw, 0, sizeof dw);
@@ -100,11 +103,16 @@ static void case_gemv(ctx *c, int64_t m, int64_t n, int64_t k, int reps) {
     if (st != QC_OK) goto out;
     f->quantize_activations(&pw, x, m, xb);
     const uint16_t *w = pw.buffers[0].data;
+    /* the bf16-x kernel gets x as bf16 bits: the same values xb holds */
+    xh = malloc(xc * 2 + 2);
+    for (size_t i = 0; xh && i < xc; i++) xh[i] = qc_f32_to_bf16(x[i]);
+    const void *xsrc = c->bx ? (const void *)xh : (const void *)x;
+    size_t xbytes = c->bx ? xc * 2 : xc * 4;
     int full = (double)m * n * k <= FULL_REF_MACS;
 
     /* the C reference through the descriptor, as the runtime would call it */
-    void *hx = x, *hw = (void *)w, *hy = ref;
-    qc_named_arg args[] = {{"x", &hx}, {"w.weight", &hw}, {"y", &hy}, {"m", &m}, {"n", &n}, {"k", &k}};
+    void *hx = (void *)xsrc, *hw = (void *)w, *hy = ref;
+    qc_named_arg args[] = {{c->bx ? "x.bf16" : "x", &hx}, {"w.weight", &hw}, {"y", &hy}, {"m", &m}, {"n", &n}, {"k", &k}};
     void *argv[8];
     if (full) {
         gt_poison(ref, yc * 4);
@@ -120,8 +128,8 @@ static void case_gemv(ctx *c, int64_t m, int64_t n, int64_t k, int reps) {
         ncopy = (int)(ROTATE_BYTES / (wc * 2) + 1);
         if (ncopy > MAXCOPY) ncopy = MAXCOPY;
     }
-    st = qc_gpu_alloc(c->g, xc * 4, xc * 4, QC_MEM_ACTIVATIONS, "x", &dx, err, sizeof err);
-    if (st == QC_OK) st = qc_gpu_upload(c->g, dx.ptr, x, xc * 4, err, sizeof err);
+    st = qc_gpu_alloc(c->g, xbytes, xbytes, QC_MEM_ACTIVATIONS, "x", &dx, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_upload(c->g, dx.ptr, xsrc, xbytes, err, sizeof err);
     if (st == QC_OK)
         st = qc_gpu_alloc(c->g, yc * 4, yc * 4 + GUARD_WORDS * 4, QC_MEM_ACTIVATIONS, "y", &dy, err, sizeof err);
     if (st == QC_OK) st = qc_gpu_memset32(c->g, dy.ptr, GT_POISON, yc + GUARD_WORDS, err, sizeof err);
@@ -166,7 +174,7 @@ static void case_gemv(ctx *c, int64_t m, int64_t n, int64_t k, int reps) {
         if (dc / lim > worst_c) worst_c = dc / lim;
         if ((!(dd <= lim) || !(dc <= lim)) && !bad++) fbad = e;
     }
-    printf("  %-26s %6zu outputs: worst d/tol vs double %.4f", shape, samples, worst_d);
+    printf("  %-19s %-26s %6zu outputs: worst d/tol vs double %.4f", c->k->id, shape, samples, worst_d);
     if (full) printf(", vs C ref %.4f", worst_c);
     printf("; relL2 vs double %.2e\n", den > 0 ? sqrt(nd / den) : 0.0);
     CHECK(bad == 0, "%s: %zu outputs out of tolerance, first %zu: gpu %.9g", shape, bad, fbad, (double)yg[fbad]);
@@ -181,9 +189,9 @@ static void case_gemv(ctx *c, int64_t m, int64_t n, int64_t k, int reps) {
         double us = time_median(c, c->fn, &d, argvs, ncopy, reps);
         double wbytes = wc * 2.0, floor_us = wbytes / (c->copy_gbs * 1e3);
         double all_bytes = wbytes + xc * 4.0 + yc * 4.0;
-        printf("  TIME %-21s median %8.2f us over %d launches (W cycled over %d copies)  W %.1f MB  floor %.2f us at "
+        printf("  TIME %-19s %-21s median %8.2f us over %d launches (W cycled over %d copies)  W %.1f MB  floor %.2f us at "
                "%.0f GB/s  fraction of floor %.1f%%  (%.0f GB/s of all bytes)\n",
-               shape, us, reps, ncopy, wbytes / 1e6, floor_us, c->copy_gbs, 100.0 * floor_us / us,
+               c->k->id, shape, us, reps, ncopy, wbytes / 1e6, floor_us, c->copy_gbs, 100.0 * floor_us / us,
                all_bytes / us * 1e-3);
     }
 out:
@@ -191,7 +199,7 @@ out:
     qc_gpu_free(c->g, &dy);
     for (int i = 0; i < MAXCOPY; i++) qc_gpu_free(c->g, &dw[i]);
     for (uint32_t i = 0; i < pw.n_buffers; i++) qc_aligned_free(pw.buffers[i].data);
-    free(x), free(xb), free(wf), free(ref), free(got);
+    free(x), free(xb), free(xh), free(wf), free(ref), free(got);
 }
 
 /* Device copy bandwidth, counted as bytes read + bytes written, from a
@@ -278,38 +286,56 @@ int main(void) {
     CHECK(c.rt != NULL, "%s", err);
     c.rng = gt_seed(TEST);
     if (c.rt) {
-        c.k = qc_kernel_find(c.rt, ID);
-        CHECK(c.k != NULL, "%s is not registered", ID);
-        qc_reason why;
-        qc_status st = c.k ? qc_gpu_kernel_load(c.g, c.nv, c.k, &c.fn, &why) : QC_ERR_INVALID;
-        CHECK(st == QC_OK, "%s: %s: %s", ID, why.code, why.text);
-        if (st == QC_OK) {
+        static const char *const IDS[] = {ID, "bf16.linear_gemv_bx"};
+        for (int kid = 0; kid < 2; kid++) {
+            c.k = qc_kernel_find(c.rt, IDS[kid]);
+            c.bx = kid == 1;
+            CHECK(c.k != NULL, "%s is not registered", IDS[kid]);
+            qc_reason why;
+            qc_status st = c.k ? qc_gpu_kernel_load(c.g, c.nv, c.k, &c.fn, &why) : QC_ERR_INVALID;
+            CHECK(st == QC_OK, "%s: %s: %s", IDS[kid], why.code, why.text);
+            if (st != QC_OK) continue;
             double t0 = qc_now_seconds();
-            descriptor(&c);
-            /* odd n, k not a multiple of 8 (2-byte path), every x bucket, tails of rows and of K */
-            case_gemv(&c, 1, 77, 33, 0);
-            case_gemv(&c, 5, 1001, 1000, 0);
-            case_gemv(&c, 3, 257, 1003, 0);
-            case_gemv(&c, 6, 99, 1004, 0);   /* float4 staging of x, 2-byte loads of W */
-            case_gemv(&c, 2, 129, 264, 0);
-            case_gemv(&c, 16, 131, 2056, 0);
-            case_gemv(&c, 9, 4097, 520, 0);
-            case_gemv(&c, 7, 33, 24, 0);
-            case_gemv(&c, 16, 1, 8, 0);
-            case_gemv(&c, 4, 3, 7, 0);
-            case_gemv(&c, 16, 300, 4352, 0);  /* two K chunks (kc 4096 at m = 16) */
-            case_gemv(&c, 3, 100, 20000, 0);  /* two K chunks at m = 4 */
-            case_gemv(&c, 13, 65, 5001, 0);   /* chunks on the 2-byte path */
-            case_gemv(&c, 1, 576, 576, 0);
-            case_gemv(&c, 8, 1536, 576, 0);
-            measure_copy(&c);
+            if (!c.bx) {
+                descriptor(&c);
+                /* odd n, k not a multiple of 8 (2-byte path), every x bucket, tails of rows and of K */
+                case_gemv(&c, 1, 77, 33, 0);
+                case_gemv(&c, 5, 1001, 1000, 0);
+                case_gemv(&c, 3, 257, 1003, 0);
+                case_gemv(&c, 6, 99, 1004, 0);   /* float4 staging of x, 2-byte loads of W */
+                case_gemv(&c, 2, 129, 264, 0);
+                case_gemv(&c, 16, 131, 2056, 0);
+                case_gemv(&c, 9, 4097, 520, 0);
+                case_gemv(&c, 7, 33, 24, 0);
+                case_gemv(&c, 16, 1, 8, 0);
+                case_gemv(&c, 4, 3, 7, 0);
+                case_gemv(&c, 16, 300, 4352, 0);  /* two K chunks (kc 4096 at m = 16) */
+                case_gemv(&c, 3, 100, 20000, 0);  /* two K chunks at m = 4 */
+                case_gemv(&c, 13, 65, 5001, 0);   /* chunks on the 2-byte path */
+                case_gemv(&c, 1, 576, 576, 0);
+                case_gemv(&c, 8, 1536, 576, 0);
+                measure_copy(&c);
+            } else {
+                /* every m bucket, odd n (rows past n in the last warp), k tails of the 4-vector loop */
+                case_gemv(&c, 1, 77, 32, 0);
+                case_gemv(&c, 2, 1001, 1000, 0);
+                case_gemv(&c, 3, 17, 1032, 0);
+                case_gemv(&c, 5, 4097, 520, 0);
+                case_gemv(&c, 8, 33, 8, 0);
+                case_gemv(&c, 7, 131, 2056, 0);
+                case_gemv(&c, 4, 300, 14336, 0);
+                case_gemv(&c, 1, 576, 576, 0);
+                case_gemv(&c, 8, 1536, 576, 0);
+            }
             if (c.copy_gbs > 0) {
                 static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
-                static const int64_t ms[] = {1, 4, 16};
-                for (size_t s = 0; s < 4; s++)
-                    for (size_t i = 0; i < 3; i++) case_gemv(&c, ms[i], shapes[s][0], shapes[s][1], REPS);
+                static const int64_t ms[] = {1, 4, 16}, ms_bx[] = {1, 4, 8};
+                for (size_t sh = 0; sh < 4; sh++)
+                    for (size_t i = 0; i < 3; i++)
+                        case_gemv(&c, c.bx ? ms_bx[i] : ms[i], shapes[sh][0], shapes[sh][1], REPS);
+                if (c.bx) case_gemv(&c, 1, 128256, 4096, 20); /* Llama-3-8B lm_head */
             }
-            printf("%s: cases took %.1f s\n", TEST, qc_now_seconds() - t0);
+            printf("%s: %s cases took %.1f s\n", TEST, IDS[kid], qc_now_seconds() - t0);
         }
         qc_gpu_ledger_row tot = qc_gpu_ledger_get(c.g, QC_MEM_COUNT_);
         CHECK(tot.count == 0 && tot.resident == 0, "buffers left allocated: %zu (%zu bytes)", tot.count, tot.resident);

@@ -10,7 +10,7 @@
 
 static const char *const CORE_IDS[] = {"bf16.linear_tiled", "bf16.linear_mma", "core.rmsnorm", "core.rope_pairs",
                                        "core.rope_half",    "core.swiglu",     "core.embed",   "core.argmax",
-                                       "bf16.linear_gemv", "core.embed_bf16", "core.add_rmsnorm", "core.qkv_rope_kv",
+                                       "bf16.linear_gemv", "bf16.linear_gemv_bx", "core.embed_bf16", "core.add_rmsnorm", "core.qkv_rope_kv",
                                        "core.swiglu_ld", "core.cast_bf16", "core.fill_random_bf16"};
 #define N_CORE (sizeof CORE_IDS / sizeof CORE_IDS[0])
 

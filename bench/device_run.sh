@@ -1,0 +1,43 @@
+#!/bin/bash
+# device_run.sh - on the H200: every gpu test, qcore bench and gemm-bench with the PyTorch anchors, in one go.
+# Usage (device call, after bench/device_pack.sh here): bash bench/device_run.sh [what...]
+#   what: tests bench gemm anchors (default: all).  Writes under $OUT (at most 8 files come back):
+#   tests.txt, bench.txt, bench-*.json, gemm.json, anchors.json; prints a short summary last.
+set -uo pipefail
+D=${QCORE_DEVICE_DIR:-.device}/bin
+OUT=${OUT:-/tmp/qcore-out}
+mkdir -p "$OUT"
+export QCORE_CACHE_DIR=/tmp/qcore-kcache
+what=${*:-tests bench gemm anchors}
+has() { case " $what " in *" $1 "*) return 0 ;; esac; return 1; }
+summary=()
+if has tests; then
+  : >"$OUT/tests.txt"
+  for t in "$D"/test_gpu_*; do
+    n=$(basename "$t")
+    [ "$n" = test_gpu_unit ] && continue   # compile-only, runs in CI
+    s=$(date +%s.%N)
+    env QC_HF_ORACLE_DIR="${QCORE_DEVICE_DIR:-.device}/hf-oracle" timeout 300 "$t" >>"$OUT/tests.txt" 2>&1
+    rc=$?
+    summary+=("$(printf '%-26s rc=%d %6.1fs' "$n" $rc "$(echo "$(date +%s.%N) - $s" | bc)")")
+  done
+fi
+if has bench; then
+  : >"$OUT/bench.txt"
+  for cfg in llama-3-8b qwen3-0.6b; do
+    timeout 400 "$D/qcore" bench --model-config configs/$cfg.json --json "$OUT/bench-$cfg.json" >>"$OUT/bench.txt" 2>&1
+    summary+=("bench $cfg rc=$?")
+  done
+fi
+if has gemm; then
+  timeout 400 "$D/qcore" gemm-bench --json "$OUT/gemm.json" >"$OUT/gemm.txt" 2>&1
+  summary+=("gemm-bench rc=$?")
+fi
+if has anchors; then
+  timeout 300 python3 bench/anchors_linear.py >"$OUT/anchors.json" 2>"$OUT/anchors.txt"
+  summary+=("anchors rc=$?")
+fi
+echo "== failures and timings"
+grep -hE "FAIL|WRONG|error|TIME|fraction|tok/s|conc |^ +[0-9]+ +[0-9]+ " "$OUT"/*.txt 2>/dev/null | head -150
+echo "== summary"
+printf '%s\n' "${summary[@]}"
