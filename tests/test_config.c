@@ -35,5 +35,25 @@ int main(void) {
     c = qc_config_load(path, 1, err, sizeof err);
     CHECK(c == NULL, "required missing file");
     CHECK_CONTAINS(err, "cannot open configuration");
+    /* HF config.json: transformers >= 5 writes rope_theta inside "rope_parameters" */
+    const char *cj = "/tmp/qc_test_config.json";
+    const char *base = "{\"model_type\": \"llama\", \"hidden_size\": 64, \"intermediate_size\": 128, "
+                       "\"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"vocab_size\": 32, ";
+    char text[512];
+    qc_model_shape ms;
+    snprintf(text, sizeof text, "%s\"rope_parameters\": {\"rope_theta\": 100000.0, \"rope_type\": \"default\"}}", base);
+    write_file(cj, text);
+    CHECK(qc_model_shape_load(cj, &ms, err, sizeof err) == QC_OK && ms.rope_theta == 100000.0,
+          "rope_parameters.rope_theta: %g (%s)", ms.rope_theta, err);
+    snprintf(text, sizeof text, "%s\"rope_theta\": 500000.0}", base);
+    write_file(cj, text);
+    CHECK(qc_model_shape_load(cj, &ms, err, sizeof err) == QC_OK && ms.rope_theta == 500000.0,
+          "top-level rope_theta: %g (%s)", ms.rope_theta, err);
+    snprintf(text, sizeof text, "%s\"rope_theta\": 0}", base);
+    write_file(cj, text);
+    CHECK(qc_model_shape_load(cj, &ms, err, sizeof err) != QC_OK, "rope_theta 0 accepted");
+    CHECK_CONTAINS(err, "rope_theta");
+    unlink(cj);
+
     return qc_test_finish("test_config");
 }

@@ -203,13 +203,15 @@ static qc_status rope_setup(qc_model *m, const char *config_path, char *err, siz
         return QC_OK;
     }
     /* HF config: rope_scaling {rope_type: llama3, factor, low_freq_factor, high_freq_factor,
-     * original_max_position_embeddings} */
+     * original_max_position_embeddings}; transformers >= 5 writes the same keys (and
+     * rope_theta) as "rope_parameters" */
     size_t len;
     char *text = qc_read_file(config_path, 4u << 20, &len, err, errlen);
     if (!text) return QC_ERR_IO;
     json_t *root = json_loadb(text, len, 0, NULL);
     free(text);
     json_t *rs = json_object_get(root, "rope_scaling");
+    if (!json_is_object(rs)) rs = json_object_get(root, "rope_parameters");
     qc_status st = QC_OK;
     if (json_is_object(rs)) {
         const char *type = json_string_value(json_object_get(rs, "rope_type"));

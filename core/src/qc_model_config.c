@@ -82,8 +82,14 @@ qc_status qc_model_shape_load(const char *path, qc_model_shape *m, char *err, si
         goto out;
     }
     m->tied_embeddings = json_is_true(json_object_get(root, "tie_word_embeddings"));
+    /* transformers >= 5 writes rope_theta inside "rope_parameters" */
     json_t *rt = json_object_get(root, "rope_theta");
+    if (!json_is_number(rt)) rt = json_object_get(json_object_get(root, "rope_parameters"), "rope_theta");
     m->rope_theta = json_is_number(rt) ? json_number_value(rt) : 10000.0;
+    if (!(m->rope_theta > 0)) {
+        qc_errf(err, errlen, "%s: rope_theta %g must be positive", path, m->rope_theta);
+        goto out;
+    }
     json_t *eps = json_object_get(root, "rms_norm_eps");
     m->rms_eps = json_is_number(eps) ? json_number_value(eps) : 1e-6;
     st = QC_OK;
