@@ -5,6 +5,7 @@
 #include "qc_core_kernels.h"
 #include "qc_kernels_engine.h"
 #include "qc_kernels_gemv.h"
+#include "qc_kernels_attn.h"
 #include "qc_internal.h"
 #include "../../plugins/common/qc_bf16.h"
 
@@ -118,6 +119,7 @@ static qc_status builtin_init(const qc_host_api *api, qc_host *host, char *err, 
     qc_status st = qc_core_kernels_register(api, host, (void (*)(void))bf16_linear_ref);
     if (st == QC_OK) st = qc_gemv_kernels_register(api, host, (void (*)(void))bf16_linear_ref,
                                                      (void (*)(void))bf16_linear_bx_ref);
+    if (st == QC_OK) st = qc_attn_kernels_register(api, host);
     return st == QC_OK ? qc_engine_kernels_register(api, host) : st;
 }
 

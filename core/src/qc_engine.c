@@ -58,11 +58,12 @@ typedef struct eng_kernel {
     qc_gpu_fn fn;
 } eng_kernel;
 
-enum { K_EMBED, K_ADD_NORM, K_QKV, K_SWIGLU, K_CAST, K_FILL, K_ARGMAX, K_ATTN_DECODE, K_ATTN_PREFILL, K_COUNT };
+enum { K_EMBED, K_ADD_NORM, K_QKV, K_SWIGLU, K_CAST, K_FILL, K_ARGMAX, K_ATTN_DECODE, K_ATTN_REDUCE, K_ATTN_PREFILL,
+       K_COUNT };
 
 static const char *const KERNEL_IDS[K_COUNT] = {
     "core.embed_bf16", "core.add_rmsnorm", "core.qkv_rope_kv", "core.swiglu_ld",  "core.cast_bf16",
-    "core.fill_random_bf16", "core.argmax",  "core.attn_decode", "core.attn_prefill",
+    "core.fill_random_bf16", "core.argmax",  "core.attn_decode", "core.attn_decode_reduce", "core.attn_prefill",
 };
 
 typedef struct eng_graph {
@@ -519,6 +520,11 @@ qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_en
                 "and at most 256, heads a multiple of kv heads)", s->n_heads, s->n_kv_heads, s->head_dim);
         return NULL;
     }
+    qc_reason aw;
+    if (!qc_attn_shape_supported(s->n_heads, s->n_kv_heads, s->head_dim, &aw)) {
+        qc_errf(err, errlen, "engine: attention: %s", aw.text);
+        return NULL;
+    }
     if (o->format && strcmp(o->format, "bf16") != 0) {
         qc_errf(err, errlen, "engine: format '%s' has no GPU forward path yet (only bf16 linears run on the GPU "
                 "engine so far)", o->format);
@@ -652,6 +658,34 @@ size_t qc_engine_seq_len(const qc_engine *e, int seq) {
 
 /* ---- the forward pass ---- */
 
+/* Paged attention of one layer: the split-K decode pair when every row is a
+ * sequence's only new token, else the causal prefill over the cache. */
+static qc_status attention(qc_engine *e, eng_layer *L, int64_t rows, int n_seqs, int decode, char *err, size_t errlen) {
+    const qc_model_shape *s = &e->s;
+    int heads = s->n_heads, kvh = s->n_kv_heads, hd = s->head_dim, mb = e->max_blocks, ns = n_seqs;
+    float scale = (float)(1.0 / sqrt((double)hd));
+    qc_named_arg a[] = {ARG("q", e->q.ptr),           ARG("k_cache", L->k_cache.ptr), ARG("v_cache", L->v_cache.ptr),
+                        ARG("block_tables", e->d_tables.ptr), ARG("ctx_lens", e->d_ctx.ptr), ARG("q_start", e->d_qstart.ptr),
+                        ARG("out", e->att.ptr),        ARG("work", e->d_work.ptr),     ARG("n_seqs", ns),
+                        ARG("n_heads", heads),         ARG("n_kv_heads", kvh),         ARG("head_dim", hd),
+                        ARG("max_blocks", mb),         ARG("scale", scale)};
+    size_t na = sizeof a / sizeof a[0];
+    void *argv[MAX_ARGS];
+    qc_launch_dims d1, d2;
+    qc_status st;
+    if (decode) {
+        qc_attn_decode_dims(ns, heads, kvh, hd, mb, &d1, &d2);
+        if ((st = qc_kernel_bind(e->kern[K_ATTN_DECODE].k, a, na, argv, MAX_ARGS, err, errlen)) ||
+            (st = qc_gpu_launch(e->g, e->kern[K_ATTN_DECODE].fn, &d1, argv, err, errlen)) ||
+            (st = qc_kernel_bind(e->kern[K_ATTN_REDUCE].k, a, na, argv, MAX_ARGS, err, errlen)))
+            return st;
+        return qc_gpu_launch(e->g, e->kern[K_ATTN_REDUCE].fn, &d2, argv, err, errlen);
+    }
+    qc_attn_prefill_dims(rows, ns, heads, kvh, hd, &d1);
+    if ((st = qc_kernel_bind(e->kern[K_ATTN_PREFILL].k, a, na, argv, MAX_ARGS, err, errlen))) return st;
+    return qc_gpu_launch(e->g, e->kern[K_ATTN_PREFILL].fn, &d1, argv, err, errlen);
+}
+
 /* The head for `heads` rows picked by d_last: the last residual add with the
  * final norm, the lm_head linear, and the greedy token of each row. */
 static qc_status head(qc_engine *e, int64_t heads, char *err, size_t errlen) {
@@ -684,9 +718,8 @@ static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int
                             ARG("m", rows), ARG("n", H), ARG("vocab", vocab)};
         if ((st = launch(e, e->kern[K_EMBED].k, e->kern[K_EMBED].fn, &p, a, 6, err, errlen))) return st;
     }
-    int heads_q = s->n_heads, heads_kv = s->n_kv_heads, hd = s->head_dim, mb = e->max_blocks, ns = n_seqs;
+    int heads_q = s->n_heads, heads_kv = s->n_kv_heads, hd = s->head_dim;
     int halves = e->rope_halves;
-    float scale = (float)(1.0 / sqrt((double)hd));
     for (int b = 0; b < s->n_layers; b++) {
         eng_layer *L = &e->layers[b];
         qc_problem pn = problem(rows, H, 0);
@@ -708,19 +741,7 @@ static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int
                              ARG("head_dim", hd),          ARG("halves", halves),
                              ARG("eps", eps)};
         if ((st = launch(e, e->kern[K_QKV].k, e->kern[K_QKV].fn, &pq, aq, 17, err, errlen))) return st;
-        {
-            qc_named_arg aa[] = {ARG("q", e->q.ptr),          ARG("k_cache", L->k_cache.ptr),
-                                 ARG("v_cache", L->v_cache.ptr), ARG("block_tables", e->d_tables.ptr),
-                                 ARG("ctx_lens", e->d_ctx.ptr), ARG("q_start", e->d_qstart.ptr),
-                                 ARG("out", e->att.ptr),      ARG("work", e->d_work.ptr),
-                                 ARG("n_seqs", ns),           ARG("n_heads", heads_q),
-                                 ARG("n_kv_heads", heads_kv), ARG("head_dim", hd),
-                                 ARG("max_blocks", mb),       ARG("scale", scale)};
-            if ((st = qc_attn_launch(e->g, decode ? e->kern[K_ATTN_DECODE].k : e->kern[K_ATTN_PREFILL].k,
-                                     decode ? e->kern[K_ATTN_DECODE].fn : e->kern[K_ATTN_PREFILL].fn, rows, n_seqs,
-                                     e->max_context, s, aa, 14, err, errlen)))
-                return st;
-        }
+        if ((st = attention(e, L, rows, n_seqs, decode, err, errlen))) return st;
         if ((st = linear_run(e, &L->o, e->att.ptr, 0, e->h.ptr, rows, err, errlen))) return st;
         qc_named_arg a2[] = {ARG("x", e->x.ptr),     ARG("h", e->h.ptr),       ARG("weight", L->ffn_norm.ptr),
                              ARG("y", e->y.ptr),     ARG("y.bf16", e->yb.ptr), ARG("idx", none),
