@@ -4,6 +4,7 @@
 
 #include "qc_core_kernels.h"
 #include "qc_kernels_gemv.h"
+#include "qc_kernels_wgmma.h"
 #include "qc_internal.h"
 #include "../../plugins/common/qc_bf16.h"
 
@@ -103,6 +104,7 @@ static qc_status builtin_init(const qc_host_api *api, qc_host *host, char *err, 
         .reference = (void (*)(void))bf16_linear_ref,
     };
     if (api->register_kernel(host, &k) != QC_OK) return QC_ERR_INTERNAL;
+    if (qc_wgmma_kernels_register(api, host) != QC_OK) return QC_ERR_INTERNAL; /* first: preferred on sm_90 */
     qc_status st = qc_core_kernels_register(api, host, (void (*)(void))bf16_linear_ref);
     return st == QC_OK ? qc_gemv_kernels_register(api, host, (void (*)(void))bf16_linear_ref) : st;
 }
