@@ -6,6 +6,7 @@
 #include "qc_kernels_engine.h"
 #include "qc_kernels_gemv.h"
 #include "qc_kernels_attn.h"
+#include "qc_kernels_wgmma.h"
 #include "qc_internal.h"
 #include "../../plugins/common/qc_bf16.h"
 
@@ -116,6 +117,7 @@ static qc_status builtin_init(const qc_host_api *api, qc_host *host, char *err, 
         .reference = (void (*)(void))bf16_linear_ref,
     };
     if (api->register_kernel(host, &k) != QC_OK) return QC_ERR_INTERNAL;
+    if (qc_wgmma_kernels_register(api, host) != QC_OK) return QC_ERR_INTERNAL; /* first: preferred on sm_90 */
     qc_status st = qc_core_kernels_register(api, host, (void (*)(void))bf16_linear_ref);
     if (st == QC_OK) st = qc_gemv_kernels_register(api, host, (void (*)(void))bf16_linear_ref,
                                                      (void (*)(void))bf16_linear_bx_ref);

@@ -605,6 +605,136 @@ qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *d, void *
     return QC_OK;
 }
 
+/* ---- launches with TMA tensor maps ---- */
+
+/* cuda.h's CUtensorMap: an opaque 128-byte object the driver wants 64-byte
+ * aligned, and the enum values cuTensorMapEncodeTiled takes. */
+typedef struct cu_tensor_map {
+    _Alignas(64) uint64_t opaque[16];
+} cu_tensor_map;
+_Static_assert(sizeof(cu_tensor_map) == 128, "CUtensorMap is 128 bytes");
+enum {
+    CU_TMAP_UINT8 = 0, CU_TMAP_INT32 = 3, CU_TMAP_INT64 = 5, CU_TMAP_FLOAT16 = 6, CU_TMAP_FLOAT32 = 7,
+    CU_TMAP_FLOAT64 = 8, CU_TMAP_BFLOAT16 = 9
+};
+#define CU_TMAP_INTERLEAVE_NONE 0
+#define CU_TMAP_L2_PROMOTION_256B 3
+#define CU_TMAP_OOB_FILL_NONE 0 /* out-of-bounds elements read as zero */
+typedef CUresult (*cu_tmap_encode_tiled_fn)(cu_tensor_map *, int, uint32_t, void *, const uint64_t *,
+                                            const uint64_t *, const uint32_t *, const uint32_t *, int, int, int, int);
+#define QC_MAX_TENSOR_MAPS 8
+static void *need_symbol(qc_gpu *g, const char *name, char *err, size_t errlen);
+
+static int tmap_dtype(qc_dtype t) {
+    switch (t) {
+    case QC_DT_F32: return CU_TMAP_FLOAT32;
+    case QC_DT_F16: return CU_TMAP_FLOAT16;
+    case QC_DT_BF16: return CU_TMAP_BFLOAT16;
+    case QC_DT_F64: return CU_TMAP_FLOAT64;
+    case QC_DT_I32: return CU_TMAP_INT32;
+    case QC_DT_I64: return CU_TMAP_INT64;
+    case QC_DT_I8: case QC_DT_U8: case QC_DT_F8_E4M3: case QC_DT_F8_E5M2: case QC_DT_E8M0: return CU_TMAP_UINT8;
+    default: return -1;
+    }
+}
+
+size_t qc_tensor_map_elem_bytes(qc_dtype t) {
+    switch (tmap_dtype(t)) {
+    case CU_TMAP_UINT8: return 1;
+    case CU_TMAP_FLOAT16: case CU_TMAP_BFLOAT16: return 2;
+    case CU_TMAP_FLOAT32: case CU_TMAP_INT32: return 4;
+    case CU_TMAP_FLOAT64: case CU_TMAP_INT64: return 8;
+    default: return 0;
+    }
+}
+
+static int param_index(const qc_kernel_desc *k, const char *name) {
+    for (uint32_t i = 0; name && i < k->n_params; i++)
+        if (k->params[i].name && strcmp(k->params[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+/* Build map `i` of `k` from the launch's arguments. */
+static qc_status encode_map(qc_gpu *g, cu_tmap_encode_tiled_fn enc, const qc_kernel_desc *k, uint32_t i,
+                            void **argv, cu_tensor_map *out, char *err, size_t errlen) {
+    const qc_tensor_map_spec *t = &k->tensor_maps[i];
+    int pi = param_index(k, t->param), ri = param_index(k, t->rows), ci = param_index(k, t->cols);
+    if (pi < 0 || ri < 0 || ci < 0 || k->params[pi].type != QC_PARAM_PTR || k->params[ri].type != QC_PARAM_I64 ||
+        k->params[ci].type != QC_PARAM_I64) {
+        qc_errf(err, errlen, "%s: tensor map %u names '%s' [%s x %s], not a pointer and two I64 parameters", k->id, i,
+                t->param ? t->param : "(null)", t->rows ? t->rows : "(null)", t->cols ? t->cols : "(null)");
+        return QC_ERR_INVALID;
+    }
+    if (!argv[pi] || !argv[ri] || !argv[ci]) {
+        qc_errf(err, errlen, "%s: tensor map of '%s': argument '%s', '%s' or '%s' is missing", k->id, t->param,
+                t->param, t->rows, t->cols);
+        return QC_ERR_INVALID;
+    }
+    qc_devptr ptr;
+    int64_t rows, cols;
+    memcpy(&ptr, argv[pi], sizeof ptr);
+    memcpy(&rows, argv[ri], sizeof rows);
+    memcpy(&cols, argv[ci], sizeof cols);
+    int dt = tmap_dtype(t->dtype);
+    size_t es = qc_tensor_map_elem_bytes(t->dtype);
+    if (dt < 0 || rows < 1 || cols < 1 || rows > (1ll << 32) || cols > (1ll << 32) ||
+        (uint64_t)cols * es >= (1ull << 40)) {
+        qc_errf(err, errlen, "%s: tensor map of '%s' [%s=%lld x %s=%lld] of %s: not a shape a tensor map can hold "
+                "(each side 1..2^32, a TMA element type)", k->id, t->param, t->rows, (long long)rows, t->cols,
+                (long long)cols, qc_dtype_name(t->dtype));
+        return QC_ERR_INVALID;
+    }
+    uint64_t dims[2] = {(uint64_t)cols, (uint64_t)rows}, strides[1] = {(uint64_t)cols * es};
+    uint32_t box[2] = {t->box_cols, t->box_rows}, estr[2] = {1, 1};
+    int sw = t->swizzle_bytes == 128 ? 3 : t->swizzle_bytes == 64 ? 2 : t->swizzle_bytes == 32 ? 1 : 0;
+    memset(out, 0, sizeof *out);
+    CUresult r = enc(out, dt, 2, (void *)(uintptr_t)ptr, dims, strides, box, estr, CU_TMAP_INTERLEAVE_NONE, sw,
+                     CU_TMAP_L2_PROMOTION_256B, CU_TMAP_OOB_FILL_NONE);
+    if (r != 0) {
+        char desc[160];
+        cu_describe(&g->cu, r, desc, sizeof desc);
+        qc_errf(err, errlen, "%s: cuTensorMapEncodeTiled for '%s' (0x%llx, [%s=%lld x %s=%lld] %s, row stride %llu B, "
+                "box %ux%u, swizzle %u B) failed: %s (the address and the row stride must be multiples of 16 B)",
+                k->id, t->param, (unsigned long long)ptr, t->rows, (long long)rows, t->cols, (long long)cols,
+                qc_dtype_name(t->dtype), (unsigned long long)strides[0], t->box_rows, t->box_cols, t->swizzle_bytes,
+                desc);
+        return QC_ERR_INVALID;
+    }
+    return QC_OK;
+}
+
+qc_status qc_gpu_launch_kernel(qc_gpu *g, const qc_kernel_desc *k, qc_gpu_fn fn, const qc_launch_dims *d,
+                               void **argv, char *err, size_t errlen) {
+    if (!k || !d) {
+        qc_errf(err, errlen, "qc_gpu_launch_kernel: no kernel or launch dimensions");
+        return QC_ERR_INVALID;
+    }
+    int has_maps = k->struct_size >= offsetof(qc_kernel_desc, tensor_maps) + sizeof k->tensor_maps &&
+                   k->n_tensor_maps > 0;
+    if (!has_maps || !d->grid[0] || !d->grid[1] || !d->grid[2]) return qc_gpu_launch(g, fn, d, argv, err, errlen);
+    if (k->n_tensor_maps > QC_MAX_TENSOR_MAPS || !k->tensor_maps || k->n_params > 32) {
+        qc_errf(err, errlen, "%s: %u tensor maps (at most %d) or %u params (at most 32)", k->id, k->n_tensor_maps,
+                QC_MAX_TENSOR_MAPS, k->n_params);
+        return QC_ERR_INVALID;
+    }
+    if (!argv) {
+        qc_errf(err, errlen, "%s: no arguments", k->id);
+        return QC_ERR_INVALID;
+    }
+    cu_tmap_encode_tiled_fn enc = (cu_tmap_encode_tiled_fn)need_symbol(g, "cuTensorMapEncodeTiled", err, errlen);
+    if (!enc) return QC_ERR_UNSUPPORTED;
+    /* cuLaunchKernel copies the parameters, so the maps may live on the stack */
+    cu_tensor_map maps[QC_MAX_TENSOR_MAPS];
+    void *all[32 + QC_MAX_TENSOR_MAPS];
+    for (uint32_t i = 0; i < k->n_params; i++) all[i] = argv[i];
+    for (uint32_t i = 0; i < k->n_tensor_maps; i++) {
+        qc_status st = encode_map(g, enc, k, i, argv, &maps[i], err, errlen);
+        if (st != QC_OK) return st;
+        all[k->n_params + i] = &maps[i];
+    }
+    return qc_gpu_launch(g, fn, d, all, err, errlen);
+}
+
 /* ---- timing ---- */
 
 qc_status qc_gpu_event_create(qc_gpu *g, qc_gpu_event *ev, char *err, size_t errlen) {

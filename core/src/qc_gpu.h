@@ -101,6 +101,20 @@ qc_status qc_gpu_kernel_load(qc_gpu *g, qc_nvrtc *nv, const qc_kernel_desc *k, q
 qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *dims, void **argv, char *err,
                         size_t errlen);
 
+/* qc_gpu_launch for a registered kernel: when `k` lists TMA tensor maps
+ * (qc_kernel_desc.tensor_maps), each is encoded with cuTensorMapEncodeTiled
+ * from the launch's own arguments (the device pointer and the rows/cols
+ * params, found by name in k->params) and appended to argv, as the CUDA
+ * entry expects.  argv holds k->n_params entries.  Fails naming the map,
+ * the param, its shape and the driver's error when a map cannot be built
+ * (e.g. a misaligned pointer or row stride).  An empty grid launches nothing
+ * and encodes nothing. */
+qc_status qc_gpu_launch_kernel(qc_gpu *g, const qc_kernel_desc *k, qc_gpu_fn fn, const qc_launch_dims *dims,
+                               void **argv, char *err, size_t errlen);
+/* Bytes per element of `t` in a tensor map (8-bit types travel as bytes),
+ * 0 when TMA cannot describe it (4-bit types, none). */
+size_t qc_tensor_map_elem_bytes(qc_dtype t);
+
 /* ---- timing ---- */
 
 qc_status qc_gpu_event_create(qc_gpu *g, qc_gpu_event *ev, char *err, size_t errlen);

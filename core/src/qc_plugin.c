@@ -12,7 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "qc_gpu.h"
 #include "qc_internal.h"
+#include "qc_util.h"
 
 #ifndef QC_BUILD_PLUGIN_DIR
 #define QC_BUILD_PLUGIN_DIR ""
@@ -140,6 +142,58 @@ static qc_status host_register_format(qc_host *h, const qc_format_desc *d) {
     return QC_OK;
 }
 
+/* Index of the parameter called `name` of type `type`, or -1. */
+static int find_param(const qc_kernel_desc *k, const char *name, qc_param_type type) {
+    for (uint32_t i = 0; name && i < k->n_params; i++)
+        if (strcmp(k->params[i].name, name) == 0) return k->params[i].type == type ? (int)i : -1;
+    return -1;
+}
+
+/* Tensor map specs (fields appended to the descriptor; zero for older
+ * plugins after the zero-extending copy): each must name a pointer param and
+ * two I64 params, and describe a box cuTensorMapEncodeTiled can take. */
+static qc_status check_tensor_maps(qc_host *h, const qc_kernel_desc *k) {
+    if (!k->n_tensor_maps) return QC_OK;
+    if (k->n_tensor_maps > 8 || !k->tensor_maps) {
+        host_fail(h, "kernel '%s': tensor_maps is NULL or has more than 8 entries (%u)", k->id, k->n_tensor_maps);
+        return QC_ERR_INVALID;
+    }
+    if (!k->cuda_source) {
+        host_fail(h, "kernel '%s' lists tensor maps but has no CUDA source", k->id);
+        return QC_ERR_INVALID;
+    }
+    for (uint32_t i = 0; i < k->n_tensor_maps; i++) {
+        const qc_tensor_map_spec *t = &k->tensor_maps[i];
+        const char *pn = t->param ? t->param : "(null)";
+        if (find_param(k, t->param, QC_PARAM_PTR) < 0) {
+            host_fail(h, "kernel '%s': tensor map %u names param '%s', which is not a pointer parameter of the kernel",
+                      k->id, i, pn);
+            return QC_ERR_INVALID;
+        }
+        if (find_param(k, t->rows, QC_PARAM_I64) < 0 || find_param(k, t->cols, QC_PARAM_I64) < 0) {
+            host_fail(h, "kernel '%s': tensor map %u of '%s' takes its shape from '%s' x '%s', which are not both I64 "
+                      "parameters of the kernel", k->id, i, pn, t->rows ? t->rows : "(null)",
+                      t->cols ? t->cols : "(null)");
+            return QC_ERR_INVALID;
+        }
+        size_t es = qc_tensor_map_elem_bytes(t->dtype);
+        if (!es) {
+            host_fail(h, "kernel '%s': tensor map %u of '%s' has dtype %s, which TMA cannot describe", k->id, i, pn,
+                      qc_dtype_name(t->dtype));
+            return QC_ERR_INVALID;
+        }
+        uint32_t sw = t->swizzle_bytes, inner = t->box_cols * (uint32_t)es;
+        if (t->box_rows < 1 || t->box_rows > 256 || t->box_cols < 1 || t->box_cols > 256 || inner % 16 ||
+            (sw != 0 && sw != 32 && sw != 64 && sw != 128) || (sw && inner > sw)) {
+            host_fail(h, "kernel '%s': tensor map %u of '%s': box %ux%u of %s (%u B rows) with swizzle %u is not a TMA "
+                      "box (sides 1..256, rows a multiple of 16 B and at most the swizzle span; swizzle 0/32/64/128)",
+                      k->id, i, pn, t->box_rows, t->box_cols, qc_dtype_name(t->dtype), inner, sw);
+            return QC_ERR_INVALID;
+        }
+    }
+    return QC_OK;
+}
+
 static qc_status host_register_kernel(qc_host *h, const qc_kernel_desc *d) {
     qc_runtime *rt = h->rt;
     if (!h->in_init) { host_fail(h, "register_kernel called outside init"); return QC_ERR_INVALID; }
@@ -177,6 +231,7 @@ static qc_status host_register_kernel(qc_host *h, const qc_kernel_desc *d) {
             host_fail(h, "kernel '%s': parameter %u has no name or an unknown type", k.id, i);
             return QC_ERR_INVALID;
         }
+    if (check_tensor_maps(h, &k) != QC_OK) return QC_ERR_INVALID;
     if (k.cuda_source && (!k.cuda_entry || !k.launch_dims)) {
         host_fail(h, "kernel '%s' has CUDA source but no entry name or launch_dims", k.id);
         return QC_ERR_INVALID;

@@ -107,7 +107,10 @@ static void descriptors(qc_runtime *rt) {
     CHECK(!qc_select_format(rt, f, &p, 1, &k, &why), "bf16 on sm_75 chose %s", k ? k->id : "-");
     CHECK(strcmp(why.code, "arch") == 0, "sm_75 reason %s: %s", why.code, why.text);
     p.sm = 90;
-    p.m = 512; /* prefill: the tiled kernel; k not a multiple of 32: the plain one */
+    p.m = 512; /* prefill on sm_90: the wgmma kernel */
+    CHECK(qc_select_format(rt, f, &p, 1, &k, &why) && k && strcmp(k->id, "bf16.linear_wgmma") == 0,
+          "GPU bf16 prefill on sm_90: %s %s", k ? k->id : "-", why.text);
+    p.sm = 89; /* elsewhere: the tiled kernel; k not a multiple of 32: the plain one */
     CHECK(qc_select_format(rt, f, &p, 1, &k, &why) && k && strcmp(k->id, "bf16.linear_tiled") == 0,
           "GPU bf16 prefill: %s %s", k ? k->id : "-", why.text);
     p.k = 4100;
@@ -116,13 +119,18 @@ static void descriptors(qc_runtime *rt) {
     const qc_kernel_desc *tk = qc_kernel_find(rt, "bf16.linear_tiled");
     CHECK(tk && tk->eligible && !tk->eligible(&p, &why) && strcmp(why.code, "align_k") == 0,
           "tiled linear, k = 4100: %s", why.code);
+    p.sm = 90; /* reasons: on sm_89 the first refusal is the wgmma kernel's "arch" */
     p.m = 65535LL * 64 + 1; /* beyond the plain linear's grid: the tiled one (k % 32 == 0) or none */
     CHECK(!qc_select_format(rt, f, &p, 1, &k, &why), "huge M, ragged k chose %s", k ? k->id : "-");
     CHECK(strcmp(why.code, "m_range") == 0 || strcmp(why.code, "align_k") == 0, "huge M reason %s: %s", why.code,
           why.text);
     p.k = 4096;
+    CHECK(qc_select_format(rt, f, &p, 1, &k, &why) && k && strcmp(k->id, "bf16.linear_wgmma") == 0,
+          "huge M on sm_90: %s %s", k ? k->id : "-", why.text);
+    p.sm = 89;
     CHECK(qc_select_format(rt, f, &p, 1, &k, &why) && k && strcmp(k->id, "bf16.linear_tiled") == 0,
           "huge M: %s %s", k ? k->id : "-", why.text);
+    p.sm = 90;
     p.m = 2147483647LL + 1; /* beyond every linear's range: no core.* kernel steps in */
     CHECK(!qc_select_format(rt, f, &p, 1, &k, &why), "huger M chose %s", k ? k->id : "-");
     CHECK(strcmp(why.code, "m_range") == 0, "huger M reason %s: %s", why.code, why.text);

@@ -204,6 +204,21 @@ typedef struct qc_launch_dims {
     uint32_t shared_bytes;
 } qc_launch_dims;
 
+/* A TMA tensor map the host builds for a kernel at each launch: a 2-D
+ * row-major view of one pointer parameter (cols contiguous, row stride cols
+ * elements), read in boxes of box_rows x box_cols elements into shared
+ * memory with the given swizzle; out-of-bounds elements read as zero.  Host
+ * rules (cuTensorMapEncodeTiled): the address and the row stride in bytes
+ * are multiples of 16, box_cols x element size is a multiple of 16 bytes
+ * and, with a swizzle, at most swizzle_bytes; each box side is 1..256. */
+typedef struct qc_tensor_map_spec {
+    const char *param;      /* name of the QC_PARAM_PTR param it maps; plugin-owned, static */
+    qc_dtype dtype;         /* element type: F32, F16, BF16, F64, I32, I64 or any 8-bit type */
+    const char *rows, *cols; /* names of the I64 params giving the row-major 2-D shape, cols contiguous */
+    uint32_t box_rows, box_cols;
+    uint32_t swizzle_bytes; /* 0, 32, 64, 128 */
+} qc_tensor_map_spec;
+
 /* A kernel: one parameter signature, a C reference with that signature and
  * optionally CUDA source whose entry takes the same parameters in the same
  * order.  The reference is called through libffi from the same argument
@@ -227,6 +242,14 @@ typedef struct qc_kernel_desc {
     /* Extra eligibility beyond arch/M/phase, or NULL.  Returns 1 when
      * eligible, else 0 and fills `why`. */
     int (*eligible)(const qc_problem *p, qc_reason *why);
+    /* ---- appended after ABI 1's first version (read only when struct_size covers them) ---- */
+    /* TMA tensor maps: the CUDA entry takes the listed params, then one
+     * `const __grid_constant__ CUtensorMap` (a 64-byte aligned 128-byte
+     * struct) per spec, in this order; the host encodes them from the
+     * launch's arguments.  The C reference takes only the listed params.
+     * 0 / NULL: none. */
+    uint32_t n_tensor_maps;
+    const qc_tensor_map_spec *tensor_maps; /* [n_tensor_maps], plugin-owned, static */
 } qc_kernel_desc;
 
 /* ---- formats ------------------------------------------------------------ */
