@@ -57,9 +57,13 @@
  */
 
 #define DEC_WARPS 4
-#define DEC_TARGET 2048    /* CTAs a decode launch aims at: ~15 per SM on 132 SMs */
+/* Decode partitions: sized for the H200 (132 SMs, 3 decode CTAs each); on
+ * other parts only the wave estimate is off. */
+#define DEC_SLOTS 396
+#define DEC_MAX_WAVES 4
+#define DEC_CTA_COST 32    /* a CTA's fixed cost (q load, combine, partial write), in tokens */
 #define DEC_MAX_PARTS 64
-#define DEC_MIN_PART 128   /* tokens */
+#define DEC_MIN_PART 64    /* tokens */
 #define PF_ROWS 64
 #define PF_KV 64
 #define GRID_CAP (1u << 20)
@@ -78,7 +82,9 @@ static int not_for_selection(const qc_problem *p, qc_reason *why) {
     "/* qcore paged attention: shared definitions (bf16 KV cache, mma.sync m16n8k16) */\n" \
     "#define QC_KVB 16           /* tokens per KV block */\n" \
     "#define QC_DEC_WARPS " STR(DEC_WARPS) "\n" \
-    "#define QC_DEC_TARGET " STR(DEC_TARGET) "\n" \
+    "#define QC_DEC_SLOTS " STR(DEC_SLOTS) "\n" \
+    "#define QC_DEC_MAX_WAVES " STR(DEC_MAX_WAVES) "\n" \
+    "#define QC_DEC_CTA_COST " STR(DEC_CTA_COST) "\n" \
     "#define QC_DEC_MAX_PARTS " STR(DEC_MAX_PARTS) "\n" \
     "#define QC_DEC_MIN_PART " STR(DEC_MIN_PART) "\n" \
     "#define QC_PF_ROWS " STR(PF_ROWS) "\n" \
@@ -163,16 +169,23 @@ static const char KV_WRITE_SRC[] = ATTN_COMMON
 static const char DECODE_SRC[] = ATTN_COMMON
     "/* ---- decode ---- */\n"
     "\n"
-    "/* Partitions per sequence of a decode launch (the same formula as the host's\n"
-    " * qc_attn_decode_parts): enough CTAs to fill the GPU, at most one per\n"
-    " * QC_DEC_MIN_PART tokens of the block table. */\n"
+    "/* Partitions per sequence of a decode launch (the same integer formula as the\n"
+    " * host's qc_attn_decode_parts): the count p that minimizes the estimated\n"
+    " * time waves(p) * (tokens per CTA + a CTA's fixed cost), with waves of\n"
+    " * QC_DEC_SLOTS CTAs, at most QC_DEC_MAX_WAVES waves and one partition per\n"
+    " * QC_DEC_MIN_PART tokens of the block table (its length is the estimate). */\n"
     "__device__ __forceinline__ int qc_dec_parts(int n_seqs, int n_kv_heads, int max_blocks) {\n"
-    "    long long pairs = (long long)n_seqs * n_kv_heads;\n"
-    "    long long want = pairs > 0 ? (QC_DEC_TARGET + pairs - 1) / pairs : 1;\n"
-    "    long long cap = ((long long)max_blocks * QC_KVB + QC_DEC_MIN_PART - 1) / QC_DEC_MIN_PART;\n"
-    "    if (want > QC_DEC_MAX_PARTS) want = QC_DEC_MAX_PARTS;\n"
-    "    if (want > cap) want = cap;\n"
-    "    return want < 1 ? 1 : (int)want;\n"
+    "    long long pairs = (long long)n_seqs * n_kv_heads, est = (long long)max_blocks * QC_KVB;\n"
+    "    if (pairs < 1) pairs = 1;\n"
+    "    if (est < 1) est = 1;\n"
+    "    long long cap = (est + QC_DEC_MIN_PART - 1) / QC_DEC_MIN_PART;\n"
+    "    if (cap > QC_DEC_MAX_PARTS) cap = QC_DEC_MAX_PARTS;\n"
+    "    long long best = 1, best_cost = (pairs + QC_DEC_SLOTS - 1) / QC_DEC_SLOTS * (est + QC_DEC_CTA_COST);\n"
+    "    for (long long p = 2; p <= cap && pairs * p <= (long long)QC_DEC_MAX_WAVES * QC_DEC_SLOTS; p++) {\n"
+    "        long long cost = (pairs * p + QC_DEC_SLOTS - 1) / QC_DEC_SLOTS * ((est + p - 1) / p + QC_DEC_CTA_COST);\n"
+    "        if (cost < best_cost) best = p, best_cost = cost;\n"
+    "    }\n"
+    "    return (int)best;\n"
     "}\n"
     "/* tokens per partition of a sequence of ctx tokens: a multiple of 16 */\n"
     "__device__ __forceinline__ int qc_dec_part_len(int ctx, int nparts) {\n"
@@ -664,12 +677,17 @@ static const char PREFILL_SRC[] = ATTN_COMMON
 /* ---- host-side geometry (the device code repeats these formulas) ---- */
 
 int qc_attn_decode_parts(int n_seqs, int n_kv_heads, int max_blocks) {
-    int64_t pairs = (int64_t)n_seqs * n_kv_heads;
-    int64_t want = pairs > 0 ? (DEC_TARGET + pairs - 1) / pairs : 1;
-    int64_t cap = ((int64_t)max_blocks * QC_ATTN_BLOCK + DEC_MIN_PART - 1) / DEC_MIN_PART;
-    if (want > DEC_MAX_PARTS) want = DEC_MAX_PARTS;
-    if (want > cap) want = cap;
-    return want < 1 ? 1 : (int)want;
+    int64_t pairs = (int64_t)n_seqs * n_kv_heads, est = (int64_t)max_blocks * QC_ATTN_BLOCK;
+    if (pairs < 1) pairs = 1;
+    if (est < 1) est = 1;
+    int64_t cap = (est + DEC_MIN_PART - 1) / DEC_MIN_PART;
+    if (cap > DEC_MAX_PARTS) cap = DEC_MAX_PARTS;
+    int64_t best = 1, best_cost = (pairs + DEC_SLOTS - 1) / DEC_SLOTS * (est + DEC_CTA_COST);
+    for (int64_t p = 2; p <= cap && pairs * p <= (int64_t)DEC_MAX_WAVES * DEC_SLOTS; p++) {
+        int64_t cost = (pairs * p + DEC_SLOTS - 1) / DEC_SLOTS * ((est + p - 1) / p + DEC_CTA_COST);
+        if (cost < best_cost) best = p, best_cost = cost;
+    }
+    return (int)best;
 }
 
 /* tokens per partition of a context of ctx tokens split nparts ways */
@@ -681,10 +699,11 @@ static int64_t part_len(int64_t ctx, int nparts) {
 
 size_t qc_attn_decode_workspace_bytes(int n_seqs, int n_heads, int head_dim, int max_ctx) {
     if (n_seqs <= 0 || n_heads <= 0 || head_dim <= 0) return 0;
+    /* qc_attn_decode_parts never exceeds this for any n_kv_heads >= 1 */
     int64_t parts = ((int64_t)(max_ctx > 0 ? max_ctx : 1) + DEC_MIN_PART - 1) / DEC_MIN_PART;
-    int64_t by_target = (DEC_TARGET + n_seqs - 1) / n_seqs; /* n_kv_heads >= 1 */
+    int64_t by_waves = (int64_t)DEC_MAX_WAVES * DEC_SLOTS / n_seqs;
     if (parts > DEC_MAX_PARTS) parts = DEC_MAX_PARTS;
-    if (parts > by_target) parts = by_target;
+    if (parts > by_waves) parts = by_waves;
     if (parts < 1) parts = 1;
     return (size_t)n_seqs * (size_t)n_heads * (size_t)parts * ((size_t)head_dim + 2) * sizeof(float);
 }

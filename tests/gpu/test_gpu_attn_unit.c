@@ -56,19 +56,21 @@ static void geometry(void) {
                 int parts = qc_attn_decode_parts(seqs[a], kvs[b], blocks[c]);
                 size_t need = (size_t)seqs[a] * 32 * parts * (128 + 2) * 4;
                 size_t have = qc_attn_decode_workspace_bytes(seqs[a], 32, 128, blocks[c] * 16);
-                if (parts < 1 || parts > 64 || need > have || (int64_t)parts * 128 > (int64_t)blocks[c] * 16 + 127) {
+                if (parts < 1 || parts > 64 || need > have || (int64_t)parts * 64 > (int64_t)blocks[c] * 16 + 63) {
                     if (!bad++)
                         CHECK(0, "parts %d for %d seqs, %d kv heads, %d blocks: workspace %zu < %zu", parts, seqs[a],
                               kvs[b], blocks[c], have, need);
                 }
             }
     CHECK(bad == 0, "%d geometry combinations wrong", bad);
-    CHECK(qc_attn_decode_parts(1, 8, 2048) == 64, "B=1 32K: %d parts", qc_attn_decode_parts(1, 8, 2048));
-    CHECK(qc_attn_decode_parts(16, 8, 2048) == 16, "B=16 32K: %d parts", qc_attn_decode_parts(16, 8, 2048));
-    CHECK(qc_attn_decode_parts(64, 8, 32) == 4, "B=64 512: %d parts", qc_attn_decode_parts(64, 8, 32));
+    /* one wave of 396 CTAs where it fits: 8 x 49, 128 x 3; 512 pairs: 4 waves of 176 tokens */
+    CHECK(qc_attn_decode_parts(1, 8, 2048) == 49, "B=1 32K: %d parts", qc_attn_decode_parts(1, 8, 2048));
+    CHECK(qc_attn_decode_parts(16, 8, 2048) == 3, "B=16 32K: %d parts", qc_attn_decode_parts(16, 8, 2048));
+    CHECK(qc_attn_decode_parts(64, 8, 32) == 3, "B=64 512: %d parts", qc_attn_decode_parts(64, 8, 32));
+    CHECK(qc_attn_decode_parts(1, 1, 1) == 1, "one block: %d parts", qc_attn_decode_parts(1, 1, 1));
     qc_launch_dims d, r;
     qc_attn_decode_dims(16, 32, 8, 128, 2048, &d, &r);
-    CHECK(d.grid[0] == 16 && d.grid[1] == 8 && d.grid[2] == 16 && d.block[0] == 128, "decode grid %ux%ux%u",
+    CHECK(d.grid[0] == 3 && d.grid[1] == 8 && d.grid[2] == 16 && d.block[0] == 128, "decode grid %ux%ux%u",
           d.grid[0], d.grid[1], d.grid[2]);
     CHECK(r.grid[0] == 32 && r.grid[1] == 16 && r.grid[2] == 1 && r.block[0] == 128, "reduce grid %ux%u", r.grid[0],
           r.grid[1]);
@@ -187,7 +189,7 @@ static void references(qc_runtime *rt) {
             if (pout[(8 + h) * HD + e] != qc_bf16_to_f32(vc[((0 * NKV + h / 2) * 16) * HD + e])) ok4 = 0;
     CHECK(ok4, "prefill at position 0: its own v");
 
-    /* reduce: known partials (1 seq, 1 kv head, 64 blocks: 8 partitions of 128 tokens, all used) */
+    /* reduce: known partials (1 seq, 1 kv head, 64 blocks: 16 partitions of 64 tokens, all used) */
     int32_t rctx[1] = {1000}, rn = 1, rh = 1, rkv = 1, rmb = 64;
     int parts = qc_attn_decode_parts(1, 1, 64);
     size_t wn = qc_attn_decode_workspace_bytes(1, 1, HD, 64 * 16) / 4;
@@ -203,10 +205,10 @@ static void references(qc_runtime *rt) {
         qc_named_arg r[] = {{"ctx_lens", &prc}, {"out", &pro}, {"work", &pwk}, {"n_seqs", &rn}, {"n_heads", &rh},
                             {"n_kv_heads", &rkv}, {"head_dim", &hd}, {"max_blocks", &rmb}};
         call_ref(rt, "core.attn_decode_reduce", r, 8);
-        int used = (1000 + 127) / 128;
+        int used = (1000 + 63) / 64;
         double num = 0, den = 0;
         for (int p = 0; p < used; p++) num += exp2(p) * p, den += exp2(p);
-        CHECK(parts == 8 && fabs(rout[3] - (num / den + 3)) < 1e-5, "reduce: %g, want %g (%d parts)", rout[3],
+        CHECK(parts == 16 && fabs(rout[3] - (num / den + 3)) < 1e-5, "reduce: %g, want %g (%d parts)", rout[3],
               num / den + 3, parts);
         free(work);
     }

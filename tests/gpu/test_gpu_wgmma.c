@@ -335,7 +335,7 @@ int main(void) {
             case_check(&c, 256, 6144, 128);   /* 128x128 tiles */
             case_check(&c, 1024, 6144, 256);  /* 128x192 tiles */
             case_check(&c, 1024, 4096, 512);  /* 128x256 tiles, one wave */
-            case_check(&c, 3000, 2056, 1024); /* 4 m-groups, a ragged last group, ~3 tiles per block */
+            case_check(&c, 2900, 2056, 1024); /* 128x192: 3 groups of row tiles, the last of 7; 2 tiles per block */
             case_check(&c, 1024, 1024, 4096);
             case_check(&c, 300, 128, 14336);  /* long k: 224 steps through the ring */
             bad_launch(&c);
