@@ -487,30 +487,37 @@ static void print_refusal(const qc_format_desc *f, const qc_kernel_desc *kd, con
 
 /* ---- the GPU work ---- */
 
-/* The copy bandwidth of this device now: 1 GiB device to device, bytes
- * read plus written per second (as the anchors count it). */
+/* The copy bandwidth of this device now: 1 GiB device to device (halved
+ * while it does not fit, down to 64 MiB), bytes read plus written per
+ * second, as the anchors count it. */
 static int measure_bandwidth(gb *b) {
-    char err[512];
+    char err[512] = "";
     qc_gpu_buf src = {0}, dst = {0};
     float ms[7];
     int rc = -1;
-    if (qc_gpu_alloc(b->g, GB_COPY_BYTES, GB_COPY_BYTES, QC_MEM_WORKSPACE, "copy-bandwidth source", &src, err,
-                     sizeof err) ||
-        qc_gpu_alloc(b->g, GB_COPY_BYTES, GB_COPY_BYTES, QC_MEM_WORKSPACE, "copy-bandwidth destination", &dst, err,
-                     sizeof err) ||
-        qc_gpu_memset32(b->g, src.ptr, 0x3f800000u, GB_COPY_BYTES / 4, err, sizeof err) ||
-        qc_gpu_copy(b->g, dst.ptr, src.ptr, GB_COPY_BYTES, err, sizeof err))
+    size_t bytes = GB_COPY_BYTES;
+    for (;;) {
+        if (qc_gpu_alloc(b->g, bytes, bytes, QC_MEM_WORKSPACE, "copy-bandwidth source", &src, err, sizeof err) == QC_OK &&
+            qc_gpu_alloc(b->g, bytes, bytes, QC_MEM_WORKSPACE, "copy-bandwidth destination", &dst, err, sizeof err) ==
+                QC_OK)
+            break;
+        qc_gpu_free(b->g, &src);
+        if (bytes <= ((size_t)64 << 20)) goto out;
+        bytes /= 2;
+    }
+    if (qc_gpu_memset32(b->g, src.ptr, 0x3f800000u, bytes / 4, err, sizeof err) ||
+        qc_gpu_copy(b->g, dst.ptr, src.ptr, bytes, err, sizeof err))
         goto out;
     for (int i = 0; i < 7; i++)
         if (qc_gpu_event_record(b->g, b->ev0, err, sizeof err) ||
-            qc_gpu_copy(b->g, dst.ptr, src.ptr, GB_COPY_BYTES, err, sizeof err) ||
+            qc_gpu_copy(b->g, dst.ptr, src.ptr, bytes, err, sizeof err) ||
             qc_gpu_event_record(b->g, b->ev1, err, sizeof err) ||
             qc_gpu_event_elapsed(b->g, b->ev0, b->ev1, &ms[i], err, sizeof err))
             goto out;
     qsort(ms, 7, sizeof ms[0], cmp_float);
-    b->bw = 2.0 * GB_COPY_BYTES / (ms[3] * 1e-3);
-    printf("copy bandwidth: %.3f TB/s (device-to-device copy of 1 GiB, bytes read + written, median of 7: %.3f ms)\n",
-           b->bw * 1e-12, ms[3]);
+    b->bw = 2.0 * (double)bytes / ((ms[3] > 0 ? ms[3] : 1e-6f) * 1e-3);
+    printf("copy bandwidth: %.3f TB/s (device-to-device copy of %.0f MiB, bytes read + written, median of 7: %.3f ms)"
+           "\n", b->bw * 1e-12, mib((double)bytes), ms[3]);
     rc = 0;
 out:
     if (rc) fprintf(stderr, GB ": measuring the copy bandwidth failed: %s\n", err);
@@ -916,13 +923,16 @@ int cmd_gemm_bench(cli *c) {
                 mib(b->max_nk * 4.0));
         goto done;
     }
-    if (qc_gpu_event_create(b->g, &b->ev0, err, sizeof err) || qc_gpu_event_create(b->g, &b->ev1, err, sizeof err) ||
-        qc_gpu_alloc(b->g, GB_FLUSH_WORDS * 4, GB_FLUSH_WORDS * 4, QC_MEM_WORKSPACE, "L2 flush", &b->flush, err,
-                     sizeof err)) {
+    if (qc_gpu_event_create(b->g, &b->ev0, err, sizeof err) || qc_gpu_event_create(b->g, &b->ev1, err, sizeof err)) {
         fprintf(stderr, GB ": %s\n", err);
         goto done;
     }
     if (measure_bandwidth(b)) goto done;
+    if (qc_gpu_alloc(b->g, GB_FLUSH_WORDS * 4, GB_FLUSH_WORDS * 4, QC_MEM_WORKSPACE, "L2 flush", &b->flush, err,
+                     sizeof err)) {
+        fprintf(stderr, GB ": %s\n", err);
+        goto done;
+    }
     printf("compute peaks used (--peak-tflops): %.0f TFLOP/s for 16-bit activations, %.0f for 8-bit and narrower\n",
            b->peak16, b->peak8);
     printf("timing: median of %d launches after %d warm-ups, each after a %zu MiB memset that flushes L2; seed %llu\n",
