@@ -3,9 +3,11 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../plugins/common/qc_bf16.h"
 #include "qc_gpu.h"
@@ -72,7 +74,7 @@ typedef struct gb {
     size_t n_only;
     int iters, device;
     double peak16, peak8; /* TFLOP/s for 16-bit and 8-bit (or narrower) activations */
-    uint64_t seed, rng;
+    uint64_t seed;
     FILE *json_file;
     /* the run */
     qc_gpu *g;
@@ -336,10 +338,62 @@ static uint64_t rng_next(uint64_t *s) {
     return *s;
 }
 
-static float rng_normal(uint64_t *s) {
+/* Two standard normals (Box-Muller); never exactly zero in practice. */
+static void rng_normal2(uint64_t *s, float *a, float *b) {
     double u1 = ((rng_next(s) >> 11) + 1.0) * (1.0 / 9007199254740993.0);
     double u2 = (rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+    double r = sqrt(-2.0 * log(u1)), t = 6.283185307179586 * u2;
+    *a = (float)(r * cos(t));
+    *b = (float)(r * sin(t));
+}
+
+static int n_threads(int64_t work_items) {
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    int t = c > 0 ? (int)(c > 64 ? 64 : c) : 1;
+    return work_items < t ? (int)(work_items > 0 ? work_items : 1) : t;
+}
+
+/* Fill chunks of 1M values, each from its own seed: the same values for a
+ * seed whatever the thread count. */
+typedef struct fill_job {
+    float *p;
+    size_t count;
+    float scale;
+    uint64_t seed;
+    int t, nt;
+} fill_job;
+
+#define FILL_CHUNK ((size_t)1 << 20)
+static void *fill_thread(void *arg) {
+    fill_job *j = arg;
+    for (size_t c = (size_t)j->t; c * FILL_CHUNK < j->count; c += (size_t)j->nt) {
+        uint64_t s = (j->seed ^ (c + 1) * 0xbf58476d1ce4e5b9ull) | 1;
+        for (int w = 0; w < 4; w++) rng_next(&s);
+        size_t end = (c + 1) * FILL_CHUNK < j->count ? (c + 1) * FILL_CHUNK : j->count;
+        for (size_t i = c * FILL_CHUNK; i < end; i += 2) {
+            float a, b;
+            rng_normal2(&s, &a, &b);
+            j->p[i] = a * j->scale;
+            if (i + 1 < end) j->p[i + 1] = b * j->scale;
+        }
+    }
+    return NULL;
+}
+
+static void fill_normal(float *p, size_t count, float scale, uint64_t seed) {
+    int nt = n_threads((int64_t)((count + FILL_CHUNK - 1) / FILL_CHUNK));
+    pthread_t th[64];
+    fill_job jobs[64];
+    int started[64] = {0};
+    for (int t = 0; t < nt; t++) jobs[t] = (fill_job){p, count, scale, seed, t, nt};
+    for (int t = 1; t < nt; t++) started[t] = pthread_create(&th[t], NULL, fill_thread, &jobs[t]) == 0;
+    fill_thread(&jobs[0]);
+    for (int t = 1; t < nt; t++) {
+        if (started[t])
+            pthread_join(th[t], NULL);
+        else
+            fill_thread(&jobs[t]); /* no thread: do its chunks here */
+    }
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -544,6 +598,68 @@ static int time_kernel(gb *b, qc_gpu_fn fn, const qc_launch_dims *d, void **argv
     return 0;
 }
 
+/* The C reference on rows [r0, r0 + rows) of x and y. */
+typedef struct ref_job {
+    const qc_kernel_desc *kd;
+    gb_bufs bf;
+    int64_t rows, n, k;
+    qc_status st;
+    char err[512];
+} ref_job;
+
+static void *ref_thread(void *arg) {
+    ref_job *j = arg;
+    gb_args a;
+    void *argv[GB_MAX_ARGS];
+    j->st = build_args(j->kd, &j->bf, 1, j->rows, j->n, j->k, &a, argv, j->err, sizeof j->err)
+                ? QC_ERR_INVALID
+                : qc_kernel_call_reference(j->kd, argv, j->err, sizeof j->err);
+    return NULL;
+}
+
+static int ref_rows(const qc_kernel_desc *kd, const gb_bufs *bf, int64_t m, int64_t n, int64_t k, int nt, char *err,
+                    size_t errlen) {
+    ref_job *jobs = calloc((size_t)nt, sizeof *jobs);
+    pthread_t *th = calloc((size_t)nt, sizeof *th);
+    int *started = calloc((size_t)nt, sizeof *started);
+    int rc = -1;
+    if (!jobs || !th || !started) {
+        qc_errf(err, errlen, "out of host memory");
+        goto out;
+    }
+    for (int t = 0; t < nt; t++) {
+        int64_t r0 = m * t / nt, r1 = m * (t + 1) / nt;
+        ref_job *j = &jobs[t];
+        j->kd = kd;
+        j->bf = *bf;
+        j->bf.x = (float *)bf->x + r0 * k;
+        j->bf.xb = bf->xb ? (uint16_t *)bf->xb + r0 * k : NULL;
+        j->bf.y = (float *)bf->y + r0 * n;
+        j->rows = r1 - r0;
+        j->n = n;
+        j->k = k;
+    }
+    for (int t = 1; t < nt; t++) started[t] = pthread_create(&th[t], NULL, ref_thread, &jobs[t]) == 0;
+    ref_thread(&jobs[0]);
+    for (int t = 1; t < nt; t++) {
+        if (started[t])
+            pthread_join(th[t], NULL);
+        else
+            ref_thread(&jobs[t]);
+    }
+    rc = 0;
+    for (int t = 0; t < nt && rc == 0; t++)
+        if (jobs[t].st != QC_OK) {
+            qc_errf(err, errlen, "C reference: %s", jobs[t].err);
+            rc = -1;
+        }
+out:
+    free(jobs);
+    free(th);
+    free(started);
+    return rc;
+}
+
 /* One launch at M=m against the C reference on the host copies.  Returns 0
  * when it matches, 1 when it does not (WRONG), -1 when something failed. */
 static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd, qc_gpu_fn fn, const gb_shape *s,
@@ -551,8 +667,8 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
     int64_t n = s->n, k = s->k;
     size_t cnt = (size_t)(m * n), words = cnt + GB_GUARD;
     float *ref = malloc(cnt * 4), *got = malloc(words * 4);
-    gb_args ha, da;
-    void *hargv[GB_MAX_ARGS], *dargv[GB_MAX_ARGS];
+    gb_args da;
+    void *dargv[GB_MAX_ARGS];
     int rc = -1;
     double t0 = qc_now_seconds();
     if (!ref || !got) {
@@ -561,12 +677,15 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
     }
     for (size_t i = 0; i < cnt; i++) memcpy(&ref[i], &(uint32_t){GB_POISON}, 4);
     bf->y = ref;
-    if (build_args(kd, bf, 1, m, n, k, &ha, hargv, err, errlen)) goto out;
     if (!kd->reference) {
         qc_errf(err, errlen, "%s has no C reference to check against", kd->id);
         goto out;
     }
-    if (qc_kernel_call_reference(kd, hargv, err, errlen)) goto out;
+    /* weight-only formats treat rows independently, so the reference runs
+     * on row blocks in parallel; activation scales (per tensor) may couple
+     * rows elsewhere: one call */
+    int nt = f->act_scale == QC_GRAN_NONE ? n_threads(m) : 1;
+    if (ref_rows(kd, bf, m, n, k, nt, err, errlen)) goto out;
     double t_ref = qc_now_seconds() - t0;
     qc_problem p = {.struct_size = sizeof p, .sm = (uint32_t)b->sm, .m = m, .n = n, .k = k,
                     .group_size = bf->pw->group_size, .scheme = bf->pw->scheme};
@@ -607,9 +726,9 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
     }
     rc = bad || past ? 1 : 0;
     printf("check %-9s %-22s %-8s M=%lld: %zu outputs, max|d| %.2e, worst d/tol %.3g (at %zu), relL2 %.2e, tol %.0e*"
-           "|x_i|*|w_j|; reference %.1f s: %s\n",
+           "|x_i|*|w_j|; reference %.1f s on %d threads: %s\n",
            f->name, kd->id, s->name, (long long)m, cnt, max_d, worst, at, den > 0 ? sqrt(num / den) : 0.0, GB_RTOL,
-           t_ref, rc ? "WRONG" : "ok");
+           t_ref, nt, rc ? "WRONG" : "ok");
     if (bad)
         printf("  %zu outputs out of tolerance (%zu unwritten); first at %zu (row %lld, col %lld): gpu %.9g, "
                "reference %.9g\n",
@@ -947,10 +1066,9 @@ int cmd_gemm_bench(cli *c) {
         printf("%s: nothing to time: no GPU linear kernel%s%s%s\n", b->formats[fi]->name,
                b->n_only ? " among --kernels" : "", missing[0] ? "; the format lacks: " : "", missing);
     }
-    b->rng = b->seed * 0x9e3779b97f4a7c15ull | 1;
     double t0 = qc_now_seconds();
-    for (size_t i = 0; i < xcnt; i++) b->xs[i] = rng_normal(&b->rng);
-    for (int64_t i = 0; i < b->max_nk; i++) b->ws[i] = 0.02f * rng_normal(&b->rng);
+    fill_normal(b->xs, xcnt, 1.0f, b->seed * 0x9e3779b97f4a7c15ull);
+    fill_normal(b->ws, (size_t)b->max_nk, 0.02f, b->seed * 0xc2b2ae3d27d4eb4full + 1);
     printf("random x [%lld, %lld] and W (%lld values) made in %.1f s\n", (long long)b->max_m, (long long)b->max_k,
            (long long)b->max_nk, qc_now_seconds() - t0);
     print_header();
