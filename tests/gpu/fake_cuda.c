@@ -132,10 +132,12 @@ EXPORT CUresult cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, void *st) 
 static int g_module;
 EXPORT CUresult cuModuleLoadData(void **m, const void *img) { (void)img; *m = &g_module; return OK; }
 EXPORT CUresult cuModuleUnload(void *m) { (void)m; return OK; }
+static fake_fn g_fns[256]; /* static: functions live as long as the process, as a module's do */
+static size_t g_n_fns;
 EXPORT CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
     (void)m;
-    fake_fn *fn = calloc(1, sizeof *fn); /* a few per process; never freed, like a module's functions */
-    if (!fn) return ERR_OOM;
+    if (g_n_fns == sizeof g_fns / sizeof g_fns[0]) return ERR_OOM;
+    fake_fn *fn = &g_fns[g_n_fns++];
     strncpy(fn->entry, name, sizeof fn->entry - 1);
     *f = fn;
     return OK;
