@@ -1,4 +1,4 @@
-/* qcore.c - the command-line interface: overview, plugins, formats, inspect (run/eval and gemm-bench in their own files). */
+/* qcore.c - the command-line interface: overview, plugins, formats, inspect; option parsing for every command. */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <stdio.h>
@@ -473,7 +473,8 @@ int main(int argc, char **argv) {
         int known = 0;
         for (const char **k = commands; *k; k++) known |= strcmp(*k, c.command) == 0;
         if (!known) {
-            fprintf(stderr, "qcore: unknown command '%s' (commands: run, eval, plugins, formats, inspect, gemm-bench)\n",
+            fprintf(stderr,
+                    "qcore: unknown command '%s' (commands: run, eval, plugins, formats, inspect, gemm-bench)\n",
                     c.command);
             return EXIT_USAGE;
         }

@@ -1,4 +1,4 @@
-/* qcore_gemm_bench.c - `qcore gemm-bench`: every format's GPU linear kernels timed over layer shapes and M, against memory and compute floors. */
+/* qcore_gemm_bench.c - `qcore gemm-bench`: GPU linear kernels timed over layer shapes and M, with their floors. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <jansson.h>
@@ -32,6 +32,19 @@
 #define GB_FLUSH_WORDS ((size_t)64 << 20)
 #define GB_COPY_BYTES ((size_t)1 << 30)
 #define GB_WARMUP 3
+
+/* The lead's branch adds qc_gpu_launch_kernel (qc_gpu_launch plus the TMA
+ * tensor maps a kernel lists); declared weak so that this file builds and
+ * runs with or without it: NULL here means qc_gpu_launch is enough.  Drop
+ * this declaration once qc_gpu.h has it everywhere. */
+qc_status qc_gpu_launch_kernel(qc_gpu *g, const qc_kernel_desc *k, qc_gpu_fn fn, const qc_launch_dims *dims,
+                               void **argv, char *err, size_t errlen) __attribute__((weak));
+
+static qc_status launch(qc_gpu *g, const qc_kernel_desc *k, qc_gpu_fn fn, const qc_launch_dims *d, void **argv,
+                        char *err, size_t errlen) {
+    if (qc_gpu_launch_kernel) return qc_gpu_launch_kernel(g, k, fn, d, argv, err, errlen);
+    return qc_gpu_launch(g, fn, d, argv, err, errlen);
+}
 
 typedef struct gb_shape {
     char name[32];
@@ -551,10 +564,10 @@ static int measure_bandwidth(gb *b) {
     int rc = -1;
     size_t bytes = GB_COPY_BYTES;
     for (;;) {
-        if (qc_gpu_alloc(b->g, bytes, bytes, QC_MEM_WORKSPACE, "copy-bandwidth source", &src, err, sizeof err) == QC_OK &&
-            qc_gpu_alloc(b->g, bytes, bytes, QC_MEM_WORKSPACE, "copy-bandwidth destination", &dst, err, sizeof err) ==
-                QC_OK)
-            break;
+        qc_status a = qc_gpu_alloc(b->g, bytes, bytes, QC_MEM_WORKSPACE, "copy source", &src, err, sizeof err);
+        if (a == QC_OK)
+            a = qc_gpu_alloc(b->g, bytes, bytes, QC_MEM_WORKSPACE, "copy destination", &dst, err, sizeof err);
+        if (a == QC_OK) break;
         qc_gpu_free(b->g, &src);
         if (bytes <= ((size_t)64 << 20)) goto out;
         bytes /= 2;
@@ -581,13 +594,13 @@ out:
 }
 
 /* Median of b->iters launches, each after an L2 flush, after warm-ups. */
-static int time_kernel(gb *b, qc_gpu_fn fn, const qc_launch_dims *d, void **argv, double *median_us, char *err,
-                       size_t errlen) {
+static int time_kernel(gb *b, const qc_kernel_desc *kd, qc_gpu_fn fn, const qc_launch_dims *d, void **argv,
+                       double *median_us, char *err, size_t errlen) {
     for (int i = 0; i < GB_WARMUP; i++)
-        if (qc_gpu_launch(b->g, fn, d, argv, err, errlen)) return -1;
+        if (launch(b->g, kd, fn, d, argv, err, errlen)) return -1;
     for (int i = 0; i < b->iters; i++) {
         if (qc_gpu_memset32(b->g, b->flush.ptr, (uint32_t)i, GB_FLUSH_WORDS, err, errlen) ||
-            qc_gpu_event_record(b->g, b->ev0, err, errlen) || qc_gpu_launch(b->g, fn, d, argv, err, errlen) ||
+            qc_gpu_event_record(b->g, b->ev0, err, errlen) || launch(b->g, kd, fn, d, argv, err, errlen) ||
             qc_gpu_event_record(b->g, b->ev1, err, errlen) ||
             qc_gpu_event_elapsed(b->g, b->ev0, b->ev1, &b->ms_buf[i], err, errlen))
             return -1;
@@ -693,7 +706,7 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
     kd->launch_dims(&p, &d);
     if (build_args(kd, bf, 0, m, n, k, &da, dargv, err, errlen) ||
         qc_gpu_memset32(b->g, bf->dy, GB_POISON, words, err, errlen) ||
-        qc_gpu_launch(b->g, fn, &d, dargv, err, errlen) || qc_gpu_sync(b->g, err, errlen) ||
+        launch(b->g, kd, fn, &d, dargv, err, errlen) || qc_gpu_sync(b->g, err, errlen) ||
         qc_gpu_download(b->g, got, bf->dy, words * 4, err, errlen))
         goto out;
     size_t unwritten_ref = 0, unwritten = 0, past = 0, bad = 0, first = 0, at = 0;
@@ -833,7 +846,7 @@ static void bench_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *k
         void *argv[GB_MAX_ARGS];
         double us = 0;
         if (build_args(kd, bf, 0, m, s->n, s->k, &da, argv, err, sizeof err) ||
-            time_kernel(b, fn, &d, argv, &us, err, sizeof err)) {
+            time_kernel(b, kd, fn, &d, argv, &us, err, sizeof err)) {
             add_error_row(b, f, kd, s, m, "launch", err);
             failed = 1; /* a failed launch may have broken the context's stream */
             continue;
@@ -903,7 +916,8 @@ static void bench_shape(gb *b, const gb_shape *s) {
         for (size_t i = 0; i < cnt; i++) b->xbs[i] = qc_f32_to_bf16(b->xs[i]);
     }
     if (qc_gpu_alloc(b->g, xbytes, xbytes, QC_MEM_ACTIVATIONS, "x", &dx, err, sizeof err) ||
-        (need_bf16 && qc_gpu_alloc(b->g, xbytes / 2, xbytes / 2, QC_MEM_ACTIVATIONS, "x.bf16", &dxb, err, sizeof err)) ||
+        (need_bf16 &&
+         qc_gpu_alloc(b->g, xbytes / 2, xbytes / 2, QC_MEM_ACTIVATIONS, "x.bf16", &dxb, err, sizeof err)) ||
         qc_gpu_alloc(b->g, ybytes, ybytes, QC_MEM_ACTIVATIONS, "y", &dy, err, sizeof err)) {
         printf("shape %s: skipped: activations x %.0f MiB%s, y %.0f MiB (M up to %lld) do not fit: %s\n", s->name,
                mib((double)xbytes), need_bf16 ? " (+ half as much as bf16)" : "", mib((double)ybytes),

@@ -1,4 +1,4 @@
-/* fake_cuda.c - a stand-in CUDA driver on host memory, so GPU host code (qcore gemm-bench) runs in tests without a GPU. */
+/* fake_cuda.c - a stand-in CUDA driver on host memory: GPU host code (gemm-bench) runs in tests without a GPU. */
 /*
  * Loaded through QCORE_CUDA_LIBRARY.  One sm_90 device; device memory is
  * host memory; a launch of a function whose entry starts with
