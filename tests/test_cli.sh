@@ -55,6 +55,28 @@ expect 0 "eligibility on the cpu reference backend" -- inspect --policy policies
 if [[ ! -e /dev/nvidia0 ]]; then
   expect 0 "no CUDA driver" -- inspect
 fi
+# gemm-bench: bad options exit 2 naming the token (before any device is looked for); no GPU is a clear exit 1
+expect 2 "--m: bad M 'x'" -- gemm-bench --m 1,x
+expect 2 "--m: bad M ''" -- gemm-bench --m 1,,4
+expect 2 "--m: bad M '0'" -- gemm-bench --m 0
+expect 2 "--shapes: bad shape '12'" -- gemm-bench --shapes 4096:4096,12
+expect 2 "--shapes: bad shape '4096:0'" -- gemm-bench --shapes 4096:0
+expect 2 "--shapes: bad shape 'llama3-70b'" -- gemm-bench --shapes llama3-70b
+expect 2 "--formats: unknown format 'int3'" -- gemm-bench --formats bf16,int3
+expect 2 "'kv_fp8' is a KV-cache format" -- gemm-bench --formats kv_fp8
+expect 2 "kernel 'core.rmsnorm' is not a linear kernel" -- gemm-bench --kernels core.rmsnorm
+expect 2 "kernel 'bf16.linear_ref' has no CUDA version" -- gemm-bench --kernels bf16.linear_ref
+expect 2 "unknown kernel 'bf16.nope'" -- gemm-bench --kernels bf16.nope
+expect 2 "'bf16.linear_mma' is a bf16 kernel, and --formats does not name bf16" -- gemm-bench --formats fp8 --kernels bf16.linear_mma
+expect 2 "--iters needs an integer" -- gemm-bench --iters 0
+expect 2 "--device needs a device ordinal" -- gemm-bench --device -1
+expect 2 "--peak-tflops: bad value '989,x'" -- gemm-bench --peak-tflops 989,x
+expect 2 "cannot write --json file '/nonexistent/g.json'" -- gemm-bench --json /nonexistent/g.json
+QCORE_CUDA_LIBRARY=/nonexistent/libcuda.so.1 expect 1 "qcore gemm-bench: no CUDA device: no CUDA driver" -- gemm-bench
+QCORE_CUDA_LIBRARY=/nonexistent/libcuda.so.1 expect 1 "no CUDA device" -- gemm-bench --json "$tmp/g.json"
+if grep -q '"error": "no CUDA device' "$tmp/g.json"; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: g.json"; fi
+expect 0 "gemm-bench    time every format" -- --help
+
 # flags override qcore.ini
 printf '[policy]\nfile = policies/throughput.lua\n[model]\nconfig = configs/smollm2-135m.json\n' > "$tmp/q.ini"
 expect 0 "policy policies/throughput.lua" -- inspect --config "$tmp/q.ini"

@@ -1,4 +1,4 @@
-/* qcore.c - the command-line interface: overview, plugins, formats, inspect. */
+/* qcore.c - the command-line interface: overview, plugins, formats, inspect; option parsing for every command. */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <stdio.h>
@@ -26,6 +26,8 @@ static void usage(FILE *f) {
             "                (with --model: of that model, with its resident bytes)\n"
             "  bench         serving workload on the GPU engine: throughput, TTFT, inter-token\n"
             "                latency, weight memory, KV capacity (qcore bench --help)\n"
+            "  gemm-bench    time every format's GPU linear kernels over layer shapes and M, checked\n"
+            "                against the C reference, with memory and compute floors (needs a GPU)\n"
             "\n"
             "options (flags override qcore.ini):\n"
             "  --config FILE        configuration (default ./qcore.ini, or $QCORE_CONFIG)\n"
@@ -51,6 +53,16 @@ static void usage(FILE *f) {
             "  --agree-tokens N     eval: greedy tokens per prompt (128; 0 = skip)\n"
             "  --manifest FILE      run/eval: where the run manifest goes (default runs/<time>-<cmd>.json;\n"
             "                       - for none)\n"
+            "  --shapes S           gemm-bench: llama3-8b (default: qkv 6144x4096, o 4096x4096,\n"
+            "                       gate_up 28672x4096, down 4096x14336) or N:K,N:K,...\n"
+            "  --m LIST             gemm-bench: M values (default 1,2,4,...,8192)\n"
+            "  --formats LIST       gemm-bench: formats to time (default: every linear format)\n"
+            "  --kernels LIST       gemm-bench: only these kernel ids\n"
+            "  --iters N            gemm-bench: timed launches per row (20; the median is reported)\n"
+            "  --json FILE          gemm-bench: rows, checks and ceilings as JSON\n"
+            "  --device N           gemm-bench: CUDA device ordinal (0)\n"
+            "  --peak-tflops T[,T8] gemm-bench: compute peak for the floor, 16-bit activations [and 8-bit]\n"
+            "                       (default 989,1979: H100/H200 dense bf16 and fp8/int8)\n"
             "  -v, --verbose        log plugin loading and policy output\n"
             "  -h, --help           this text\n"
             "  --version            version and plugin ABI\n"
@@ -331,7 +343,8 @@ int main(int argc, char **argv) {
     c.top_p = 1.0;
     enum { OPT_CONFIG = 256, OPT_POLICY, OPT_PLUGIN_PATH, OPT_MODEL_CONFIG, OPT_VERSION, OPT_MODEL, OPT_FORMAT,
            OPT_KV, OPT_PROMPT, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_RAW, OPT_CTX, OPT_THREADS, OPT_TEXT,
-           OPT_WINDOW, OPT_STRIDE, OPT_MAXEVAL, OPT_PROMPTS, OPT_AGREE, OPT_MANIFEST };
+           OPT_WINDOW, OPT_STRIDE, OPT_MAXEVAL, OPT_PROMPTS, OPT_AGREE, OPT_MANIFEST, OPT_SHAPES, OPT_M,
+           OPT_FORMATS, OPT_KERNELS, OPT_ITERS, OPT_JSON, OPT_DEVICE, OPT_PEAK };
     static const struct option opts[] = {
         {"config", required_argument, NULL, OPT_CONFIG},
         {"policy", required_argument, NULL, OPT_POLICY},
@@ -356,6 +369,14 @@ int main(int argc, char **argv) {
         {"prompts", required_argument, NULL, OPT_PROMPTS},
         {"agree-tokens", required_argument, NULL, OPT_AGREE},
         {"manifest", required_argument, NULL, OPT_MANIFEST},
+        {"shapes", required_argument, NULL, OPT_SHAPES},
+        {"m", required_argument, NULL, OPT_M},
+        {"formats", required_argument, NULL, OPT_FORMATS},
+        {"kernels", required_argument, NULL, OPT_KERNELS},
+        {"iters", required_argument, NULL, OPT_ITERS},
+        {"json", required_argument, NULL, OPT_JSON},
+        {"device", required_argument, NULL, OPT_DEVICE},
+        {"peak-tflops", required_argument, NULL, OPT_PEAK},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -378,6 +399,14 @@ int main(int argc, char **argv) {
         case OPT_TEXT: c.text_path = optarg; break;
         case OPT_PROMPTS: c.prompts_path = optarg; break;
         case OPT_MANIFEST: c.manifest = optarg; break;
+        case OPT_SHAPES: c.gb_shapes = optarg; break;
+        case OPT_M: c.gb_m = optarg; break;
+        case OPT_FORMATS: c.gb_formats = optarg; break;
+        case OPT_KERNELS: c.gb_kernels = optarg; break;
+        case OPT_ITERS: c.gb_iters = optarg; break;
+        case OPT_JSON: c.gb_json = optarg; break;
+        case OPT_DEVICE: c.gb_device = optarg; break;
+        case OPT_PEAK: c.gb_peak = optarg; break;
         case 'n':
             if (cli_parse_int("--max-tokens", optarg, 1, 1 << 20, &iv)) return EXIT_USAGE;
             c.max_tokens = (int)iv;
@@ -443,12 +472,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "qcore: unexpected argument '%s' (see qcore --help)\n", argv[optind]);
         return EXIT_USAGE;
     }
-    static const char *commands[] = {"run", "eval", "plugins", "formats", "inspect", NULL};
+    static const char *commands[] = {"run", "eval", "plugins", "formats", "inspect", "gemm-bench", NULL};
     if (c.command) {
         int known = 0;
         for (const char **k = commands; *k; k++) known |= strcmp(*k, c.command) == 0;
         if (!known) {
-            fprintf(stderr, "qcore: unknown command '%s' (commands: run, eval, plugins, formats, inspect, bench)\n",
+            fprintf(stderr,
+                    "qcore: unknown command '%s' (commands: run, eval, plugins, formats, inspect, bench, gemm-bench)\n",
                     c.command);
             return EXIT_USAGE;
         }
@@ -490,6 +520,8 @@ int main(int argc, char **argv) {
         print_plugins(&c, 1);
     } else if (strcmp(c.command, "formats") == 0) {
         print_formats(&c);
+    } else if (strcmp(c.command, "gemm-bench") == 0) {
+        rc = cmd_gemm_bench(&c);
     } else if (strcmp(c.command, "inspect") == 0) {
         print_device(&c.dev);
         print_eligibility(&c);

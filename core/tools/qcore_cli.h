@@ -31,6 +31,8 @@ typedef struct cli {
     const char *prompts_path;  /* eval greedy agreement */
     int agree_tokens;
     const char *manifest;      /* --manifest FILE ("-" = none); default runs/<time>-<command>.json */
+    /* gemm-bench options, parsed by cmd_gemm_bench (NULL = default) */
+    const char *gb_shapes, *gb_m, *gb_formats, *gb_kernels, *gb_iters, *gb_json, *gb_device, *gb_peak;
     const char *command;
     qc_config *cfg;
     qc_runtime *rt;
@@ -46,6 +48,8 @@ int cli_load_runtime(cli *c);
 int cli_parse_int(const char *flag, const char *v, long lo, long hi, long *out);
 int cmd_eval(cli *c);
 int cmd_inspect_model(cli *c);
+/* Time each format's GPU linear kernels over layer shapes and M (needs a CUDA device). */
+int cmd_gemm_bench(cli *c);
 /* The dispatch table and KV decision for the configured model config. */
 int print_dispatch(cli *c);
 void print_device(const qc_device_info *d);
