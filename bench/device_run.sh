@@ -4,6 +4,8 @@
 #   what: tests bench gemm anchors (default: all).  Writes under $OUT (at most 8 files come back):
 #   tests.txt, bench.txt, bench-*.json, gemm.json, anchors.json; prints a short summary last.
 set -uo pipefail
+[ -f "${QCORE_DEVICE_DIR:-.device}/pack.tar.xz" ] && [ ! -d "${QCORE_DEVICE_DIR:-.device}/bin" ] &&
+  tar -C "${QCORE_DEVICE_DIR:-.device}" -xJf "${QCORE_DEVICE_DIR:-.device}/pack.tar.xz"
 D=${QCORE_DEVICE_DIR:-.device}/bin
 OUT=${OUT:-/tmp/qcore-out}
 mkdir -p "$OUT"
@@ -16,10 +18,10 @@ if has tests; then
   for t in "$D"/test_gpu_*; do
     n=$(basename "$t")
     [ "$n" = test_gpu_unit ] && continue   # compile-only, runs in CI
-    s=$(date +%s.%N)
+    s=$(date +%s)
     env QC_HF_ORACLE_DIR="${QCORE_DEVICE_DIR:-.device}/hf-oracle" timeout 300 "$t" >>"$OUT/tests.txt" 2>&1
     rc=$?
-    summary+=("$(printf '%-26s rc=%d %6.1fs' "$n" $rc "$(echo "$(date +%s.%N) - $s" | bc)")")
+    summary+=("$(printf '%-26s rc=%d %4ds' "$n" $rc $(( $(date +%s) - s )))")
   done
 fi
 if has bench; then
