@@ -1,7 +1,7 @@
 #!/bin/bash
 # device_run.sh - on the H200: every gpu test, qcore bench and gemm-bench with the PyTorch anchors, in one go.
 # Usage (device call, after bench/device_pack.sh here): bash bench/device_run.sh [what...]
-#   what: tests bench gemm anchors (default: all).  Writes under $OUT (at most 8 files come back):
+#   what: tests bench gemm anchors (default: all); TESTS="test_gpu_x ..." limits the tests.  Writes under $OUT (at most 8 files come back):
 #   tests.txt, bench.txt, bench-*.json, gemm.json, anchors.json; prints a short summary last.
 set -uo pipefail
 [ -f "${QCORE_DEVICE_DIR:-.device}/pack.tar.xz" ] && [ ! -d "${QCORE_DEVICE_DIR:-.device}/bin" ] &&
@@ -18,8 +18,9 @@ if has tests; then
   for t in "$D"/test_gpu_*; do
     n=$(basename "$t")
     [ "$n" = test_gpu_unit ] && continue   # compile-only, runs in CI
+    if [ -n "${TESTS:-}" ]; then case " $TESTS " in *" $n "*) ;; *) continue ;; esac; fi
     s=$(date +%s)
-    env QC_HF_ORACLE_DIR="${QCORE_DEVICE_DIR:-.device}/hf-oracle" timeout 300 "$t" >>"$OUT/tests.txt" 2>&1
+    env QC_HF_ORACLE_DIR="${QCORE_DEVICE_DIR:-.device}/hf-oracle/tiny" timeout 300 "$t" >>"$OUT/tests.txt" 2>&1
     rc=$?
     summary+=("$(printf '%-26s rc=%d %4ds' "$n" $rc $(( $(date +%s) - s )))")
   done

@@ -143,8 +143,9 @@ static qc_problem problem(int64_t m, int64_t n, int64_t k) {
 /* ---- linear layers ---- */
 
 /* The kernel for `m` rows: among the format's GPU kernels eligible here, the
- * most specialised M range wins (a decode GEMV over a general GEMM), ties
- * going to the one registered first. */
+ * most specialised wins: the highest m_min (a GEMM meant for M >= 64 over a
+ * general one), then the narrowest M range (a GEMV for M <= 8 over one for
+ * M <= 16), then registration order. */
 static qc_status linear_choose(qc_engine *e, eng_linear *L, int64_t m, eng_choice **out, char *err, size_t errlen) {
     for (int i = 0; i < KCACHE; i++)
         if (L->cache[i].k && L->cache[i].m == m) {
@@ -171,7 +172,8 @@ static qc_status linear_choose(qc_engine *e, eng_linear *L, int64_t m, eng_choic
             continue;
         }
         int64_t width = (k->m_max ? k->m_max : INT64_MAX) - k->m_min;
-        if (!best || width < best_width) best = k, best_width = width;
+        if (!best || k->m_min > best->m_min || (k->m_min == best->m_min && width < best_width))
+            best = k, best_width = width;
     }
     if (!best) {
         qc_errf(err, errlen, "%s [%lld x %lld]: no %s GPU kernel takes m = %lld%s", L->role, (long long)L->n,

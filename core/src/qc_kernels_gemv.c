@@ -251,16 +251,16 @@ static const qc_kernel_param GEMV_PARAMS[] = {
 
 /*
  * bf16.linear_gemv_bx: the same product with x already bf16 ("x.bf16", as
- * the engine's norms and swiglu write it), for 1 <= m <= 8.  No staging:
+ * the engine's norms and swiglu write it), for 1 <= m <= 16.  No staging:
  * each warp owns R = 2 rows of W and walks all of K, lane l reading the
- * 16-byte vectors l, l + 32, ... (4 per row in flight), x read through the
- * read-only path (it is at most 8 x K bf16, held in L1/L2).  Only warp
+ * 16-byte vectors l, l + 32, ... (8 per row in flight at m <= 2, 4 at m <= 8, 2 above), x read through the
+ * read-only path (at most 16 x K bf16, held in L1/L2).  Only warp
  * shuffles reduce, so blocks are light (8 warps, 16 rows) and a whole
  * layer's blocks are resident in one wave.  k % 8 == 0 and 16-byte aligned
  * rows are required ("align_k").
  */
 static const char GEMV_BX_SRC[] =
-    "/* qcore bf16 gemv, bf16 x: y[m,n] = x[m,k] . W[n,k]^T for m <= 8, f32 accumulate */\n"
+    "/* qcore bf16 gemv, bf16 x: y[m,n] = x[m,k] . W[n,k]^T for m <= 16, f32 accumulate */\n"
     "#define BX_WARPS 8\n"
     "#define BX_R 2\n"
     "__device__ __forceinline__ uint4 qc_ld_w(const unsigned short *p) {\n"
@@ -280,7 +280,7 @@ static const char GEMV_BX_SRC[] =
     "    acc = fmaf(__uint_as_float(a.w & 0xffff0000u), __uint_as_float(b.w & 0xffff0000u), acc);\n"
     "    return acc;\n"
     "}\n"
-    "template <int MT>\n"
+    "template <int MT, int U>\n"
     "__device__ __forceinline__ void qc_gemv_bx(const unsigned short *x, const unsigned short *w, float *y,\n"
     "                                           long long m, long long n, long long k) {\n"
     "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
@@ -297,16 +297,16 @@ static const char GEMV_BX_SRC[] =
     "#pragma unroll\n"
     "        for (int i = 0; i < MT; i++) acc[r][i] = 0.f;\n"
     "    long long v = lane;\n"
-    "    for (; v + 96 < nv; v += 128) { /* 4 vectors per row in flight */\n"
-    "        uint4 a[BX_R][4];\n"
+    "    for (; v + 32 * (U - 1) < nv; v += 32 * U) { /* U vectors per row in flight */\n"
+    "        uint4 a[BX_R][U];\n"
     "#pragma unroll\n"
     "        for (int r = 0; r < BX_R; r++)\n"
     "#pragma unroll\n"
-    "            for (int u = 0; u < 4; u++) a[r][u] = qc_ld_w((const unsigned short *)(wr[r] + v + 32 * u));\n"
+    "            for (int u = 0; u < U; u++) a[r][u] = qc_ld_w((const unsigned short *)(wr[r] + v + 32 * u));\n"
     "#pragma unroll\n"
     "        for (int i = 0; i < MT; i++)\n"
     "#pragma unroll\n"
-    "            for (int u = 0; u < 4; u++) {\n"
+    "            for (int u = 0; u < U; u++) {\n"
     "                uint4 b = i < m ? __ldg(xr + i * nv + v + 32 * u) : make_uint4(0, 0, 0, 0);\n"
     "#pragma unroll\n"
     "                for (int r = 0; r < BX_R; r++) acc[r][i] = qc_dot8(a[r][u], b, acc[r][i]);\n"
@@ -334,11 +334,12 @@ static const char GEMV_BX_SRC[] =
     "}\n"
     "extern \"C\" __global__ void __launch_bounds__(256) qc_bf16_linear_gemv_bx(const unsigned short *x,\n"
     "        const unsigned short *w, float *y, long long m, long long n, long long k) {\n"
-    "    if (m <= 0 || m > 8 || n <= 0) return;\n"
-    "    if (m <= 1) qc_gemv_bx<1>(x, w, y, m, n, k);\n"
-    "    else if (m <= 2) qc_gemv_bx<2>(x, w, y, m, n, k);\n"
-    "    else if (m <= 4) qc_gemv_bx<4>(x, w, y, m, n, k);\n"
-    "    else qc_gemv_bx<8>(x, w, y, m, n, k);\n"
+    "    if (m <= 0 || m > 16 || n <= 0) return;\n"
+    "    if (m <= 1) qc_gemv_bx<1, 8>(x, w, y, m, n, k);\n"
+    "    else if (m <= 2) qc_gemv_bx<2, 8>(x, w, y, m, n, k);\n"
+    "    else if (m <= 4) qc_gemv_bx<4, 4>(x, w, y, m, n, k);\n"
+    "    else if (m <= 8) qc_gemv_bx<8, 4>(x, w, y, m, n, k);\n"
+    "    else qc_gemv_bx<16, 2>(x, w, y, m, n, k);\n"
     "}\n";
 
 /* m, n, k: one block of 8 warps per 16 rows of W */
@@ -385,7 +386,7 @@ qc_status qc_gemv_kernels_register(const qc_host_api *api, qc_host *host, void (
     };
     qc_kernel_desc bx = k;
     bx.id = "bf16.linear_gemv_bx";
-    bx.m_max = 8;
+    bx.m_max = 16;
     bx.params = GEMV_BX_PARAMS;
     bx.n_params = sizeof GEMV_BX_PARAMS / sizeof GEMV_BX_PARAMS[0];
     bx.reference = bf16_linear_bx_ref;

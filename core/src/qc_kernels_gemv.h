@@ -4,7 +4,7 @@
 
 #include "qcore/plugin.h"
 
-/* Register "bf16.linear_gemv" and "bf16.linear_gemv_bx" (x given as bf16, m <= 8, the
+/* Register "bf16.linear_gemv" and "bf16.linear_gemv_bx" (x given as bf16, m <= 16, the
  * reference `bf16_linear_bx_ref`); "bf16.linear_gemv": y[m,n] = bf16(x)[m,k] . W[n,k]^T for
  * 1 <= m <= 16, sm_80 and later, W streamed once with 16-byte loads.  Its C
  * reference is the bf16 format's own (`bf16_linear_ref`), so the numerics are

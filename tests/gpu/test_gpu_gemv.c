@@ -326,10 +326,12 @@ int main(void) {
                 case_gemv(&c, 4, 300, 14336, 0);
                 case_gemv(&c, 1, 576, 576, 0);
                 case_gemv(&c, 8, 1536, 576, 0);
+                case_gemv(&c, 16, 999, 4104, 0);
+                case_gemv(&c, 11, 64, 264, 0);
             }
             if (c.copy_gbs > 0) {
                 static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
-                static const int64_t ms[] = {1, 4, 16}, ms_bx[] = {1, 4, 8};
+                static const int64_t ms[] = {1, 4, 16}, ms_bx[] = {1, 8, 16};
                 for (size_t sh = 0; sh < 4; sh++)
                     for (size_t i = 0; i < 3; i++)
                         case_gemv(&c, c.bx ? ms_bx[i] : ms[i], shapes[sh][0], shapes[sh][1], REPS);

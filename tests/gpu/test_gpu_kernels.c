@@ -85,7 +85,7 @@ static int run_both(ctx *c, kcase *kc) {
     const qc_kernel_desc *k = qc_kernel_find(c->rt, kc->id);
     CHECK(k != NULL, "kernel %s is not registered", kc->id);
     if (!k) return -1;
-    qc_named_arg args[16];
+    qc_named_arg args[40];
     void *argv[32];
     size_t na = 0;
     for (size_t i = 0; i < kc->n_bufs; i++) {
@@ -665,7 +665,7 @@ int main(void) {
         case_qkv_rope_kv(&c, 33, 14, 2, 64, 1, 1, 1);
         case_swiglu_ld(&c, 1, 14336);
         case_swiglu_ld(&c, 37, 1536);
-        case_cast_fill(&c, 100003);
+        case_cast_fill(&c, 100002); /* even: the guard words after a u16 output stay aligned */
         case_swiglu(&c, 1, 1536);
         case_swiglu(&c, 37, 14336);
         case_swiglu(&c, 3, 1001);
