@@ -394,6 +394,7 @@ qc_status qc_gemv_kernels_register(const qc_host_api *api, qc_host *host, void (
     bx.cuda_entry = "qc_bf16_linear_gemv_bx";
     bx.launch_dims = gemv_bx_dims;
     bx.eligible = gemv_bx_eligible;
-    qc_status st = api->register_kernel(host, &k);
-    return st == QC_OK ? api->register_kernel(host, &bx) : st;
+    /* the bf16-x one first: at equal M ranges the engine takes the first registered */
+    qc_status st = api->register_kernel(host, &bx);
+    return st == QC_OK ? api->register_kernel(host, &k) : st;
 }
