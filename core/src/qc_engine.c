@@ -143,9 +143,15 @@ static qc_problem problem(int64_t m, int64_t n, int64_t k) {
 /* ---- linear layers ---- */
 
 /* The kernel for `m` rows: among the format's GPU kernels eligible here, the
- * most specialised wins: the highest m_min (a GEMM meant for M >= 64 over a
- * general one), then the narrowest M range (a GEMV for M <= 8 over one for
- * M <= 16), then registration order. */
+ * most specialised wins: first the narrowest arch range (a kernel built for
+ * this device's own instructions, e.g. wgmma on sm_90a, over a portable
+ * one), then the highest m_min (a GEMM meant for M >= 64 over a general
+ * one), then the narrowest M range (a GEMV for M <= 8 over one for M <= 16),
+ * then registration order.  Measured choice per bucket is issue 9's policy. */
+static int64_t arch_width(const qc_kernel_desc *k) {
+    return k->arch.max_sm == QC_SM_ANY ? INT64_MAX : (int64_t)k->arch.max_sm - k->arch.min_sm;
+}
+
 static qc_status linear_choose(qc_engine *e, eng_linear *L, int64_t m, eng_choice **out, char *err, size_t errlen) {
     for (int i = 0; i < KCACHE; i++)
         if (L->cache[i].k && L->cache[i].m == m) {
@@ -172,7 +178,8 @@ static qc_status linear_choose(qc_engine *e, eng_linear *L, int64_t m, eng_choic
             continue;
         }
         int64_t width = (k->m_max ? k->m_max : INT64_MAX) - k->m_min;
-        if (!best || k->m_min > best->m_min || (k->m_min == best->m_min && width < best_width))
+        int64_t aw = arch_width(k), baw = best ? arch_width(best) : 0;
+        if (!best || aw < baw || (aw == baw && (k->m_min > best->m_min || (k->m_min == best->m_min && width < best_width))))
             best = k, best_width = width;
     }
     if (!best) {
