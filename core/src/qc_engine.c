@@ -87,7 +87,7 @@ struct qc_engine {
     int tied;
     /* the KV cache: [layer][block][kv_head][QC_KV_BLOCK][head_dim] bf16, K and V */
     qc_gpu_buf kc, vc;
-    size_t n_blocks, kv_token_bytes;
+    size_t n_blocks, kv_token_bytes, kv_budget_tokens;
     int *free_blocks;
     size_t n_free;
     /* sequences */
@@ -487,6 +487,7 @@ static qc_status alloc_kv(qc_engine *e, size_t budget, char *err, size_t errlen)
     size_t per_block = block_bytes * 2 * (size_t)s->n_layers;
     size_t want = (size_t)e->max_seqs * (size_t)e->max_blocks + 1;
     e->n_blocks = budget / per_block;
+    e->kv_budget_tokens = e->n_blocks > 1 ? (e->n_blocks - 1) * QC_KV_BLOCK : 0;
     if (e->n_blocks > want) e->n_blocks = want; /* more would never be used */
     if (e->n_blocks < 2) {
         qc_errf(err, errlen, "KV cache: %zu bytes hold no block of %d tokens (%zu bytes per block, all layers, K and V)",
@@ -974,6 +975,7 @@ void qc_engine_get_stats(const qc_engine *e, qc_engine_stats *out) {
     out->kv_bytes_per_token = e->kv_token_bytes;
     out->kv_capacity_tokens = (e->n_blocks - 1) * QC_KV_BLOCK;
     out->kv_blocks_free = e->n_free;
+    out->kv_budget_tokens = e->kv_budget_tokens;
     out->graphs_captured = e->n_graphs;
     const eng_linear *all[4];
     for (int b = 0; b < e->s.n_layers; b++) {

@@ -71,7 +71,9 @@ typedef struct qc_engine_stats {
                                      (not the embedding table, of which it reads one row) */
     size_t kv_bytes;              /* resident KV cache */
     size_t kv_bytes_per_token;    /* all layers, K and V */
-    size_t kv_capacity_tokens;    /* blocks * QC_KV_BLOCK */
+    size_t kv_capacity_tokens;    /* blocks * QC_KV_BLOCK (block 0 excluded) */
+    size_t kv_budget_tokens;      /* what the KV budget would hold before the cache is capped at
+                                     max_seqs x max_context (the capacity a server would get) */
     size_t kv_blocks_free;
     int graphs_captured;
 } qc_engine_stats;

@@ -354,9 +354,11 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 0; i < o.n_conc; i++) printf(" %d", o.conc[i]);
     printf(" (2C requests each, at least 4), step budget %d tokens, CUDA graphs %s; engine ready in %.1f s\n",
            o.step_tokens, o.graphs ? "on" : "off", qc_now_seconds() - tc);
-    printf("weights resident: %.3f GiB; KV cache: %.3f GiB, %zu bytes/token, capacity %zu tokens\n",
+    printf("weights resident: %.3f GiB; KV cache: %.3f GiB, %zu bytes/token, capacity %zu tokens (sized for "
+           "this workload); the KV budget (%s) holds %zu tokens\n",
            (double)st.weight_bytes / 1073741824.0, (double)st.kv_bytes / 1073741824.0, st.kv_bytes_per_token,
-           st.kv_capacity_tokens);
+           st.kv_capacity_tokens, o.kv_bytes ? "--kv-gib" : "free memory less 10% of the device",
+           st.kv_budget_tokens);
     /* a short warm-up compiles nothing new later and captures the graph of batch 1 */
     {
         bench_opts w = o;
@@ -394,11 +396,12 @@ int cmd_bench(int argc, char **argv) {
         }
         fprintf(f, "{\"device\": \"%s\", \"model\": \"%s\", \"synthetic\": %s, \"format\": \"%s\", \"prompt\": %d, "
                    "\"output\": %d, \"graphs\": %s, \"weight_bytes\": %zu, \"kv_bytes\": %zu, "
-                   "\"kv_bytes_per_token\": %zu, \"kv_capacity_tokens\": %zu, \"copy_gbs\": %.1f, "
+                   "\"kv_bytes_per_token\": %zu, \"kv_capacity_tokens\": %zu, \"kv_budget_tokens\": %zu, \"copy_gbs\": %.1f, "
                    "\"step_weight_bytes\": %zu, \"decode_floor_ms\": %.4f, \"levels\": [",
                 gi->name, model_flag ? model_path : c.model_config, model_flag ? "false" : "true",
                 c.format ? c.format : "bf16", o.prompt, o.output, o.graphs ? "true" : "false", st.weight_bytes,
-                st.kv_bytes, st.kv_bytes_per_token, st.kv_capacity_tokens, bw / 1e9, st.step_weight_bytes, floor_ms);
+                st.kv_bytes, st.kv_bytes_per_token, st.kv_capacity_tokens, st.kv_budget_tokens, bw / 1e9,
+                st.step_weight_bytes, floor_ms);
         for (int i = 0; i < o.n_conc; i++)
             fprintf(f, "%s{\"concurrency\": %d, \"requests\": %d, \"seconds\": %.4f, \"output_tok_s\": %.2f, "
                        "\"total_tok_s\": %.2f, \"ttft_ms_p50\": %.3f, \"ttft_ms_p99\": %.3f, \"itl_ms_p50\": %.4f, "
