@@ -593,9 +593,9 @@ static int linear_tiled_eligible(const qc_problem *p, qc_reason *why) {
 
 #define N_OF(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
 
-static qc_kernel_desc core_kernel(const char *id, const qc_kernel_param *params, uint32_t n_params,
-                                  void (*reference)(void), const char *entry,
-                                  void (*dims)(const qc_problem *, qc_launch_dims *)) {
+qc_kernel_desc qc_core_kernel_desc(const char *id, const qc_kernel_param *params, uint32_t n_params,
+                                   void (*reference)(void), const char *source, const char *entry,
+                                   void (*dims)(const qc_problem *, qc_launch_dims *)) {
     qc_kernel_desc k = {
         .struct_size = sizeof k,
         .id = id,
@@ -607,12 +607,18 @@ static qc_kernel_desc core_kernel(const char *id, const qc_kernel_param *params,
         .n_params = n_params,
         .params = params,
         .reference = reference,
-        .cuda_source = CORE_SRC,
+        .cuda_source = source,
         .cuda_entry = entry,
         .launch_dims = dims,
         .eligible = not_for_selection,
     };
     return k;
+}
+
+static qc_kernel_desc core_kernel(const char *id, const qc_kernel_param *params, uint32_t n_params,
+                                  void (*reference)(void), const char *entry,
+                                  void (*dims)(const qc_problem *, qc_launch_dims *)) {
+    return qc_core_kernel_desc(id, params, n_params, reference, CORE_SRC, entry, dims);
 }
 
 qc_status qc_core_kernels_register(const qc_host_api *api, qc_host *host, void (*bf16_linear_ref)(void)) {

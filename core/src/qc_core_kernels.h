@@ -11,4 +11,11 @@
  * linear's C reference is the bf16 format's own. */
 qc_status qc_core_kernels_register(const qc_host_api *api, qc_host *host, void (*bf16_linear_ref)(void));
 
+/* A core kernel's descriptor: format "bf16", any phase and M, sm_80 and
+ * later, found by id and refused for linear-layer selection (its
+ * eligibility answers "missing"), as every non-linear kernel is. */
+qc_kernel_desc qc_core_kernel_desc(const char *id, const qc_kernel_param *params, uint32_t n_params,
+                                   void (*reference)(void), const char *source, const char *entry,
+                                   void (*dims)(const qc_problem *, qc_launch_dims *));
+
 #endif

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../../plugins/common/qc_bf16.h"
+#include "qc_core_kernels.h"
 #include "qc_kernels_attn.h"
 #include "qc_util.h"
 
@@ -70,11 +71,6 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-static int not_for_selection(const qc_problem *p, qc_reason *why) {
-    (void)p;
-    qc_reason_set(why, "missing", "an attention kernel: found by id, not a linear kernel");
-    return 0;
-}
 
 /* ---- CUDA sources: shared definitions, then one translation unit per kernel (decode and its reduce share one) ---- */
 
@@ -964,37 +960,15 @@ static const qc_kernel_param PREFILL_PARAMS[] = {
 
 #define N_OF(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
 
-static qc_kernel_desc attn_kernel(const char *id, const qc_kernel_param *params, uint32_t n_params,
-                                  void (*reference)(void), const char *source, const char *entry,
-                                  void (*dims)(const qc_problem *, qc_launch_dims *)) {
-    qc_kernel_desc k = {
-        .struct_size = sizeof k,
-        .id = id,
-        .format = "bf16",
-        .phases = QC_PHASE_ANY,
-        .m_min = 0,
-        .m_max = 2147483647LL,
-        .arch = {80, QC_SM_ANY},
-        .n_params = n_params,
-        .params = params,
-        .reference = reference,
-        .cuda_source = source,
-        .cuda_entry = entry,
-        .launch_dims = dims,
-        .eligible = not_for_selection,
-    };
-    return k;
-}
-
 qc_status qc_attn_kernels_register(const qc_host_api *api, qc_host *host) {
     const qc_kernel_desc ks[] = {
-        attn_kernel("core.kv_write", KV_WRITE_PARAMS, N_OF(KV_WRITE_PARAMS), (void (*)(void))kv_write_ref,
+        qc_core_kernel_desc("core.kv_write", KV_WRITE_PARAMS, N_OF(KV_WRITE_PARAMS), (void (*)(void))kv_write_ref,
                     KV_WRITE_SRC, "qc_attn_kv_write", kv_write_pdims),
-        attn_kernel("core.attn_decode", DECODE_PARAMS, N_OF(DECODE_PARAMS), (void (*)(void))attn_decode_ref,
+        qc_core_kernel_desc("core.attn_decode", DECODE_PARAMS, N_OF(DECODE_PARAMS), (void (*)(void))attn_decode_ref,
                     DECODE_SRC, "qc_attn_decode", decode_pdims),
-        attn_kernel("core.attn_decode_reduce", REDUCE_PARAMS, N_OF(REDUCE_PARAMS),
+        qc_core_kernel_desc("core.attn_decode_reduce", REDUCE_PARAMS, N_OF(REDUCE_PARAMS),
                     (void (*)(void))attn_decode_reduce_ref, DECODE_SRC, "qc_attn_decode_reduce", reduce_pdims),
-        attn_kernel("core.attn_prefill", PREFILL_PARAMS, N_OF(PREFILL_PARAMS), (void (*)(void))attn_prefill_ref,
+        qc_core_kernel_desc("core.attn_prefill", PREFILL_PARAMS, N_OF(PREFILL_PARAMS), (void (*)(void))attn_prefill_ref,
                     PREFILL_SRC, "qc_attn_prefill", prefill_pdims),
     };
     qc_status st = QC_OK;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../../plugins/common/qc_bf16.h"
+#include "qc_core_kernels.h"
 #include "qc_kernels_engine.h"
 #include "qc_util.h"
 
@@ -33,11 +34,6 @@ static void dims(qc_launch_dims *d, uint32_t gx, uint32_t gy, uint32_t block) {
     d->block[1] = d->block[2] = 1;
 }
 
-static int core_only(const qc_problem *p, qc_reason *why) {
-    (void)p;
-    qc_reason_set(why, "missing", "a core kernel: found by id, not a linear kernel");
-    return 0;
-}
 
 static const char ENGINE_SRC[] =
     "/* qcore engine kernels */\n"
@@ -336,23 +332,7 @@ static const qc_kernel_param FILL_PARAMS[] = {
 static qc_kernel_desc engine_kernel(const char *id, const qc_kernel_param *params, uint32_t n_params,
                                     void (*reference)(void), const char *entry,
                                     void (*launch)(const qc_problem *, qc_launch_dims *)) {
-    qc_kernel_desc k = {
-        .struct_size = sizeof k,
-        .id = id,
-        .format = "bf16",
-        .phases = QC_PHASE_ANY,
-        .m_min = 0,
-        .m_max = ROWS_MAX,
-        .arch = {80, QC_SM_ANY},
-        .n_params = n_params,
-        .params = params,
-        .reference = reference,
-        .cuda_source = ENGINE_SRC,
-        .cuda_entry = entry,
-        .launch_dims = launch,
-        .eligible = core_only,
-    };
-    return k;
+    return qc_core_kernel_desc(id, params, n_params, reference, ENGINE_SRC, entry, launch);
 }
 
 #define N_OF(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))

@@ -8,8 +8,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "nvrtc/nv_test.h"
 #include "qc_gpu.h"
 #include "qc_test.h"
+#include "qcore/qcore.h"
 
 /* What outputs are filled with before a kernel runs: a quiet NaN whose
  * payload no kernel produces, so an unwritten element is told apart from a
@@ -29,6 +31,27 @@ static inline qc_gpu *gt_open_or_skip(const char *test) {
     printf("%s: device %d: %s, sm_%d, %d SMs, %.1f GiB, CUDA driver API %d.%d\n", test, i->device, i->name, i->sm,
            i->sm_count, (double)i->mem_total / (1u << 30), i->driver_version / 1000, i->driver_version % 1000 / 10);
     return g;
+}
+
+/* The rest of a GPU test's set-up once `g` is open: NVRTC with a private
+ * cache folder (*tmp, removed by the caller with nv_rm_rf) and a runtime
+ * that reads no plugin folders.  -1 = go on (a runtime that failed to open
+ * is a failed CHECK and *rt stays NULL); otherwise the exit code after g
+ * was closed: 0 when NVRTC is missing (a skip), 1 on an error. */
+static inline int gt_setup(const char *test, qc_gpu *g, char **tmp, qc_nvrtc **nv, qc_runtime **rt) {
+    *tmp = nv_tmpdir();
+    int skip = 0;
+    *nv = *tmp ? nv_open_or_skip(test, *tmp, &skip) : NULL;
+    if (!*nv) {
+        qc_gpu_close(g);
+        if (*tmp) nv_rm_rf(*tmp);
+        return skip ? 0 : 1;
+    }
+    char err[512];
+    qc_runtime_options o = {.struct_size = sizeof o, .skip_default_dirs = 1, .skip_env = 1};
+    *rt = qc_runtime_open(&o, err, sizeof err);
+    CHECK(*rt != NULL, "%s", err);
+    return -1;
 }
 
 /* A fresh seed per run (printed, and taken from QC_GPU_TEST_SEED to repeat one). */

@@ -629,18 +629,9 @@ int main(void) {
     ctx c = {0};
     c.g = gt_open_or_skip(TEST);
     if (!c.g) return 0;
-    char *tmp = nv_tmpdir();
-    int skip = 0;
-    c.nv = tmp ? nv_open_or_skip(TEST, tmp, &skip) : NULL;
-    if (!c.nv) {
-        qc_gpu_close(c.g);
-        if (tmp) nv_rm_rf(tmp);
-        return skip ? 0 : 1;
-    }
-    char err[512];
-    qc_runtime_options o = {.struct_size = sizeof o, .skip_default_dirs = 1, .skip_env = 1};
-    c.rt = qc_runtime_open(&o, err, sizeof err);
-    CHECK(c.rt != NULL, "%s", err);
+    char *tmp = NULL;
+    int setup_rc = gt_setup(TEST, c.g, &tmp, &c.nv, &c.rt);
+    if (setup_rc >= 0) return setup_rc;
     c.rng = gt_seed(TEST);
     if (c.rt) {
         double t0 = qc_now_seconds();
