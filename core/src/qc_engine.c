@@ -2,7 +2,9 @@
 #include "qc_engine.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "../../plugins/common/qc_bf16.h"
@@ -73,6 +75,9 @@ typedef struct eng_graph {
 
 struct qc_engine {
     qc_runtime *rt;
+    const qc_format_desc *fmt; /* of every layer's linears (the head stays bf16) */
+    uint32_t group_size;       /* asked for with "<format>:g<N>"; 0 = the format's default */
+    pthread_mutex_t upload_mu; /* weight uploads from the quantizing threads */
     qc_gpu *g;
     qc_nvrtc *nv;
     qc_model_shape s;
@@ -303,6 +308,223 @@ static const uint16_t *model_bf16(const qc_linear *L, char *err, size_t errlen) 
     return NULL;
 }
 
+/* ---- weights in a quantized format ---- */
+
+/* Upload a packed weight's buffers, each under its own ledger category, as
+ * the linear's "w.<name>" arguments. */
+static qc_status linear_packed(qc_engine *e, eng_linear *L, const qc_packed_weight *pw, const char *what, char *err,
+                               size_t errlen) {
+    L->group_size = pw->group_size;
+    L->scheme = pw->scheme;
+    for (uint32_t i = 0; i < pw->n_buffers; i++) {
+        const qc_buffer *b = &pw->buffers[i];
+        snprintf(L->buf_names[i], sizeof L->buf_names[i], "w.%s", b->name);
+        qc_status st = qc_gpu_alloc(e->g, b->bytes, b->bytes ? b->bytes : 4, b->category, what, &L->bufs[i], err, errlen);
+        if (st == QC_OK) st = qc_gpu_upload(e->g, L->bufs[i].ptr, b->data, b->bytes, err, errlen);
+        L->n_bufs = (int)i + 1;
+        if (st != QC_OK) return st;
+    }
+    return QC_OK;
+}
+
+static void packed_release(const qc_format_desc *f, qc_packed_weight *pw) {
+    if (f->release)
+        f->release(pw);
+    else
+        for (uint32_t i = 0; i < pw->n_buffers; i++) qc_aligned_free(pw->buffers[i].data);
+    memset(pw, 0, sizeof *pw);
+}
+
+/* Concatenate packed weights along N (q|k|v, gate|up).  Valid when every
+ * buffer holds the same bytes per output row in every part and each part's
+ * n is a multiple of the format's n_align: the layout contract in plugin.h
+ * (buffers are row tiles of n_align rows).  A buffer that is not per row
+ * (an act-order permutation) cannot be fused. */
+static qc_status packed_concat(const qc_format_desc *f, const qc_packed_weight *const *parts, int np,
+                               qc_packed_weight *out, char *err, size_t errlen) {
+    const qc_packed_weight *p0 = parts[0];
+    memset(out, 0, sizeof *out);
+    *out = *p0;
+    out->n = out->n_padded = 0;
+    for (int j = 0; j < np; j++) {
+        const qc_packed_weight *p = parts[j];
+        if (p->n_buffers != p0->n_buffers || p->k != p0->k || p->group_size != p0->group_size ||
+            p->scheme != p0->scheme || p->n_padded != p->n || (f->n_align > 1 && p->n % f->n_align)) {
+            qc_errf(err, errlen, "%s: the parts of a fused weight differ (buffers, k, group, scheme or n %% %u)",
+                    f->name, f->n_align);
+            return QC_ERR_UNSUPPORTED;
+        }
+        out->n += p->n;
+    }
+    out->n_padded = out->n;
+    for (uint32_t i = 0; i < p0->n_buffers; i++) {
+        size_t total = 0;
+        for (int j = 0; j < np; j++) {
+            const qc_buffer *b = &parts[j]->buffers[i];
+            if (strcmp(b->name, p0->buffers[i].name) != 0 || b->bytes % (size_t)parts[j]->n ||
+                b->bytes / (size_t)parts[j]->n != p0->buffers[i].bytes / (size_t)p0->n) {
+                qc_errf(err, errlen, "%s: buffer '%s' is not laid out per output row: q|k|v and gate|up cannot be "
+                        "fused (the GPU engine needs them fused)", f->name, p0->buffers[i].name);
+                for (uint32_t t = 0; t < i; t++) qc_aligned_free(out->buffers[t].data);
+                return QC_ERR_UNSUPPORTED;
+            }
+            total += b->bytes;
+        }
+        unsigned char *d = qc_aligned_alloc(total ? total : 1);
+        if (!d) {
+            qc_errf(err, errlen, "out of memory fusing %s weights (%zu bytes)", f->name, total);
+            for (uint32_t t = 0; t < i; t++) qc_aligned_free(out->buffers[t].data);
+            return QC_ERR_NOMEM;
+        }
+        size_t off = 0;
+        for (int j = 0; j < np; j++) {
+            memcpy(d + off, parts[j]->buffers[i].data, parts[j]->buffers[i].bytes);
+            off += parts[j]->buffers[i].bytes;
+        }
+        out->buffers[i].data = d;
+        out->buffers[i].bytes = total;
+    }
+    return QC_OK;
+}
+
+typedef struct quant_job {
+    qc_engine *e;
+    eng_linear *L;
+    uint64_t seed;
+    char what[48];
+} quant_job;
+
+typedef struct quant_pool {
+    quant_job *jobs;
+    size_t n, next;
+    pthread_mutex_t mu;
+    qc_status st;
+    char err[512];
+} quant_pool;
+
+/* One synthetic linear: random weights (uniform, std 1/sqrt(k), never all
+ * zero) made here, quantized by the format, uploaded, freed. */
+static qc_status quant_one(quant_job *j, char *err, size_t errlen) {
+    eng_linear *L = j->L;
+    size_t count = (size_t)L->n * (size_t)L->k;
+    float *w = malloc(count * sizeof(float));
+    if (!w) {
+        qc_errf(err, errlen, "%s: out of host memory for %zu weights", j->what, count);
+        return QC_ERR_NOMEM;
+    }
+    float scale = (float)(sqrt(3.0) / sqrt((double)L->k));
+    uint64_t z = j->seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < count; i++) {
+        z ^= z << 13, z ^= z >> 7, z ^= z << 17;
+        w[i] = ((float)(z >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * scale;
+    }
+    qc_quant_request rq = {.struct_size = sizeof rq, .w = w, .n = L->n, .k = L->k, .group_size = j->e->group_size};
+    qc_packed_weight pw;
+    memset(&pw, 0, sizeof pw);
+    pw.struct_size = sizeof pw;
+    qc_reason why;
+    memset(&why, 0, sizeof why);
+    qc_status st = L->fmt->quantize(&rq, &pw, &why);
+    free(w);
+    if (st != QC_OK) {
+        qc_errf(err, errlen, "%s: %s quantize [%lld x %lld]: %s: %s", j->what, L->fmt->name, (long long)L->n,
+                (long long)L->k, why.code, why.text);
+        return st;
+    }
+    pthread_mutex_lock(&j->e->upload_mu);
+    st = linear_packed(j->e, L, &pw, j->what, err, errlen);
+    pthread_mutex_unlock(&j->e->upload_mu);
+    packed_release(L->fmt, &pw);
+    return st;
+}
+
+static void *quant_worker(void *arg) {
+    quant_pool *pool = arg;
+    for (;;) {
+        pthread_mutex_lock(&pool->mu);
+        size_t i = pool->st == QC_OK && pool->next < pool->n ? pool->next++ : pool->n;
+        pthread_mutex_unlock(&pool->mu);
+        if (i >= pool->n) return NULL;
+        char err[512];
+        qc_status st = quant_one(&pool->jobs[i], err, sizeof err);
+        if (st != QC_OK) {
+            pthread_mutex_lock(&pool->mu);
+            if (pool->st == QC_OK) {
+                pool->st = st;
+                snprintf(pool->err, sizeof pool->err, "%s", err);
+            }
+            pthread_mutex_unlock(&pool->mu);
+        }
+    }
+}
+
+/* Every layer's four linears in the engine's format: from the model's own
+ * preparation of that format (q|k|v and gate|up concatenated), or synthetic
+ * (quantized here on all cores). */
+static qc_status load_quantized(qc_engine *e, qc_model *m, uint64_t seed, char *err, size_t errlen) {
+    const qc_model_shape *s = &e->s;
+    if (m) {
+        for (int b = 0; b < s->n_layers; b++) {
+            qc_block *B = &m->blocks[b];
+            const qc_packed_weight *pw[7];
+            for (int i = 0; i < 7; i++) {
+                pw[i] = NULL;
+                for (int t = 0; t < B->lin[i].n_prep; t++)
+                    if (B->lin[i].prep[t].fmt == e->fmt) pw[i] = &B->lin[i].prep[t].pw;
+                if (!pw[i]) {
+                    qc_errf(err, errlen, "%s has no %s weights: open the model with format %s",
+                            B->lin[i].info ? B->lin[i].info->name : "a layer", e->fmt->name, e->fmt->name);
+                    return QC_ERR_UNSUPPORTED;
+                }
+            }
+            eng_layer *Ly = &e->layers[b];
+            char what[48];
+            snprintf(what, sizeof what, "blk.%d %s weights", b, e->fmt->name);
+            qc_packed_weight qkv, gu;
+            const qc_packed_weight *p3[3] = {pw[0], pw[1], pw[2]}, *p2[2] = {pw[4], pw[5]};
+            qc_status st = packed_concat(e->fmt, p3, 3, &qkv, err, errlen);
+            if (st != QC_OK) return st;
+            st = linear_packed(e, &Ly->qkv, &qkv, what, err, errlen);
+            for (uint32_t i = 0; i < qkv.n_buffers; i++) qc_aligned_free(qkv.buffers[i].data);
+            if (st == QC_OK) st = packed_concat(e->fmt, p2, 2, &gu, err, errlen);
+            if (st != QC_OK) return st;
+            st = linear_packed(e, &Ly->gate_up, &gu, what, err, errlen);
+            for (uint32_t i = 0; i < gu.n_buffers; i++) qc_aligned_free(gu.buffers[i].data);
+            if (st == QC_OK) st = linear_packed(e, &Ly->o, pw[3], what, err, errlen);
+            if (st == QC_OK) st = linear_packed(e, &Ly->down, pw[6], what, err, errlen);
+            if (st != QC_OK) return st;
+        }
+        return QC_OK;
+    }
+    quant_pool pool = {.n = (size_t)s->n_layers * 4, .st = QC_OK};
+    pool.jobs = calloc(pool.n, sizeof *pool.jobs);
+    if (!pool.jobs) {
+        qc_errf(err, errlen, "out of memory");
+        return QC_ERR_NOMEM;
+    }
+    for (int b = 0; b < s->n_layers; b++) {
+        eng_linear *ls[4] = {&e->layers[b].qkv, &e->layers[b].o, &e->layers[b].gate_up, &e->layers[b].down};
+        for (int i = 0; i < 4; i++) {
+            quant_job *j = &pool.jobs[(size_t)b * 4 + (size_t)i];
+            j->e = e, j->L = ls[i], j->seed = seed + (uint64_t)b * 1000 + (uint64_t)i + 1;
+            snprintf(j->what, sizeof j->what, "blk.%d %s", b, ls[i]->role);
+        }
+    }
+    pthread_mutex_init(&pool.mu, NULL);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = ncpu > 1 ? (int)(ncpu > 16 ? 16 : ncpu) : 1;
+    pthread_t tid[16];
+    int started[16] = {0};
+    for (int t = 1; t < nt; t++) started[t] = pthread_create(&tid[t], NULL, quant_worker, &pool) == 0;
+    quant_worker(&pool);
+    for (int t = 1; t < nt; t++)
+        if (started[t]) pthread_join(tid[t], NULL);
+    pthread_mutex_destroy(&pool.mu);
+    free(pool.jobs);
+    if (pool.st != QC_OK) qc_errf(err, errlen, "%s", pool.err);
+    return pool.st;
+}
+
 static qc_status load_weights(qc_engine *e, qc_model *m, uint64_t seed, char *err, size_t errlen) {
     const qc_model_shape *s = &e->s;
     const qc_format_desc *bf16 = qc_format_find(e->rt, "bf16");
@@ -330,8 +552,18 @@ static qc_status load_weights(qc_engine *e, qc_model *m, uint64_t seed, char *er
         linear_init(&Ly->down, "mlp.down", bf16, H, F);
         char what[64];
         uint64_t ls = seed + (uint64_t)b * 1000;
+        int quantized = e->fmt != bf16;
+        if (quantized) {
+            Ly->qkv.fmt = Ly->o.fmt = Ly->gate_up.fmt = Ly->down.fmt = e->fmt;
+        }
         if (!m) {
             snprintf(what, sizeof what, "blk.%d weights", b);
+            if (quantized) {
+                if ((st = synthetic_norm(e, H, ls + 5, what, &Ly->attn_norm, err, errlen)) ||
+                    (st = synthetic_norm(e, H, ls + 6, what, &Ly->ffn_norm, err, errlen)))
+                    break;
+                continue;
+            }
             if ((st = linear_bf16(e, &Ly->qkv, NULL, ls + 1, what, err, errlen)) ||
                 (st = linear_bf16(e, &Ly->o, NULL, ls + 2, what, err, errlen)) ||
                 (st = linear_bf16(e, &Ly->gate_up, NULL, ls + 3, what, err, errlen)) ||
@@ -343,13 +575,19 @@ static qc_status load_weights(qc_engine *e, qc_model *m, uint64_t seed, char *er
         }
         qc_block *B = &m->blocks[b];
         const uint16_t *w[7];
-        for (int i = 0; i < 7; i++)
+        for (int i = 0; i < 7 && !quantized; i++)
             if (!(w[i] = model_bf16(&B->lin[i], err, errlen))) {
                 st = QC_ERR_UNSUPPORTED;
                 break;
             }
         if (st != QC_OK) break;
         snprintf(what, sizeof what, "blk.%d weights", b);
+        if (quantized) {
+            if ((st = upload_new(e, B->attn_norm, (size_t)H * 4, QC_MEM_WEIGHTS, what, &Ly->attn_norm, err, errlen)) ||
+                (st = upload_new(e, B->ffn_norm, (size_t)H * 4, QC_MEM_WEIGHTS, what, &Ly->ffn_norm, err, errlen)))
+                break;
+            goto norms_and_bias;
+        }
         /* q | k | v and gate | up as one weight each: one launch, one pass over x */
         NEED_TMP(e->qkv_n * H > 2 * F * H ? e->qkv_n * H : 2 * F * H);
         memcpy(tmp, w[0], (size_t)e->q_dim * H * 2);
@@ -364,6 +602,7 @@ static qc_status load_weights(qc_engine *e, qc_model *m, uint64_t seed, char *er
             (st = upload_new(e, B->attn_norm, (size_t)H * 4, QC_MEM_WEIGHTS, what, &Ly->attn_norm, err, errlen)) ||
             (st = upload_new(e, B->ffn_norm, (size_t)H * 4, QC_MEM_WEIGHTS, what, &Ly->ffn_norm, err, errlen)))
             break;
+    norms_and_bias:
         if (B->q_norm &&
             ((st = upload_new(e, B->q_norm, (size_t)D * 4, QC_MEM_WEIGHTS, what, &Ly->q_norm, err, errlen)) ||
              (st = upload_new(e, B->k_norm, (size_t)D * 4, QC_MEM_WEIGHTS, what, &Ly->k_norm, err, errlen))))
@@ -383,7 +622,8 @@ static qc_status load_weights(qc_engine *e, qc_model *m, uint64_t seed, char *er
             if (st != QC_OK) break;
         }
     }
-    /* embedding, final norm, head */
+    if (st == QC_OK && e->fmt != bf16) st = load_quantized(e, m, seed, err, errlen);
+    /* embedding, final norm, head (kept in bf16) */
     int64_t V = s->vocab;
     linear_init(&e->lm_head, "lm_head", bf16, V, H);
     e->tied = s->tied_embeddings;
@@ -410,7 +650,16 @@ static qc_status load_weights(qc_engine *e, qc_model *m, uint64_t seed, char *er
         st = upload_new(e, tmp, (size_t)V * H * 2, QC_MEM_WEIGHTS, "token embedding", &e->embed, err, errlen);
         if (st == QC_OK)
             st = upload_new(e, m->output_norm, (size_t)H * 4, QC_MEM_WEIGHTS, "output norm", &e->out_norm, err, errlen);
-        if (st == QC_OK) {
+        const qc_packed_weight *head_q = NULL; /* the head in the engine's format when it has no bf16 copy */
+        for (int t = 0; t < m->lm_head.n_prep && e->fmt != bf16; t++)
+            if (m->lm_head.prep[t].fmt == e->fmt) head_q = &m->lm_head.prep[t].pw;
+        for (int t = 0; t < m->lm_head.n_prep; t++)
+            if (m->lm_head.prep[t].fmt == bf16) head_q = NULL;
+        if (st == QC_OK && head_q) {
+            e->tied = 0;
+            e->lm_head.fmt = e->fmt;
+            st = linear_packed(e, &e->lm_head, head_q, "lm_head", err, errlen);
+        } else if (st == QC_OK) {
             const uint16_t *hw = model_bf16(&m->lm_head, err, errlen);
             if (!hw) st = QC_ERR_UNSUPPORTED;
             /* a tied head whose bf16 weights equal the table's shares its buffer */
@@ -535,9 +784,23 @@ qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_en
         qc_errf(err, errlen, "engine: attention: %s", aw.text);
         return NULL;
     }
-    if (o->format && strcmp(o->format, "bf16") != 0) {
-        qc_errf(err, errlen, "engine: format '%s' has no GPU forward path yet (only bf16 linears run on the GPU "
-                "engine so far)", o->format);
+    char fname[32] = "bf16";
+    uint32_t group = 0;
+    if (o->format) {
+        const char *colon = strchr(o->format, ':');
+        size_t len = colon ? (size_t)(colon - o->format) : strlen(o->format);
+        char *end = NULL;
+        if (len == 0 || len >= sizeof fname ||
+            (colon && (colon[1] != 'g' || (group = (uint32_t)strtoul(colon + 2, &end, 10)) == 0 || *end))) {
+            qc_errf(err, errlen, "engine: format '%s': expected NAME or NAME:g<group size>", o->format);
+            return NULL;
+        }
+        memcpy(fname, o->format, len);
+        fname[len] = 0;
+    }
+    const qc_format_desc *fmt = qc_format_find(rt, fname);
+    if (!fmt || fmt->kind != QC_FORMAT_LINEAR || !fmt->quantize) {
+        qc_errf(err, errlen, "engine: '%s' is not a registered linear format with a quantizer", fname);
         return NULL;
     }
     qc_engine *e = calloc(1, sizeof *e);
@@ -546,6 +809,9 @@ qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_en
         return NULL;
     }
     e->rt = rt;
+    e->fmt = fmt;
+    e->group_size = group;
+    pthread_mutex_init(&e->upload_mu, NULL);
     e->g = g;
     e->nv = nv;
     e->s = *s;
@@ -638,6 +904,7 @@ void qc_engine_destroy(qc_engine *e) {
     free(e->layers), free(e->free_blocks), free(e->seq_open), free(e->seq_len), free(e->seq_blocks);
     free(e->seq_nblocks), free(e->h_ids), free(e->h_pos), free(e->h_slots), free(e->h_last), free(e->h_qstart);
     free(e->h_ctx), free(e->h_tables);
+    pthread_mutex_destroy(&e->upload_mu);
     free(e);
 }
 

@@ -305,7 +305,7 @@ int cmd_bench(int argc, char **argv) {
         goto out;
     }
     if (model_flag) {
-        qc_model_options mo = {.struct_size = sizeof mo, .path = model_path, .format = "bf16"};
+        qc_model_options mo = {.struct_size = sizeof mo, .path = model_path, .format = c.format ? c.format : "bf16"};
         model = qc_model_open(c.rt, &mo, err, sizeof err);
         if (!model) {
             fprintf(stderr, "qcore bench: %s\n", err);

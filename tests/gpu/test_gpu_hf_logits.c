@@ -200,6 +200,52 @@ int main(void) {
         qc_engine_destroy(c.e);
         c.e = NULL;
     }
+    /* Quantized formats: the engine against qcore's CPU path on the same
+       packed weights (the GPU kernels are checked against the C reference that
+       defines the CPU path); a format without GPU kernels is reported, not failed. */
+    static const char *const QFORMATS[] = {"w4a16", "w4a16:g32", "mxfp4"};
+    for (size_t f = 0; o.logits && f < sizeof QFORMATS / sizeof QFORMATS[0]; f++) {
+        qc_model_options qo = mo;
+        qo.format = QFORMATS[f];
+        qc_model *qm = qc_model_open(rt, &qo, err, sizeof err);
+        CHECK(qm != NULL, "qc_model_open(%s, %s): %s", dir, QFORMATS[f], err);
+        if (!qm) continue;
+        size_t n = o.n_tokens, V = (size_t)o.vocab;
+        float *qcpu = malloc(sizeof(float) * n * V), *qgpu = malloc(sizeof(float) * n * V);
+        qc_status st = qcpu && qgpu ? qc_model_forward(qm, o.tokens, n, qcpu, 1, err, sizeof err) : QC_ERR_NOMEM;
+        CHECK(st == QC_OK, "%s CPU forward: %s", QFORMATS[f], err);
+        qc_engine_options eo = {.struct_size = sizeof eo, .shape = qc_model_shape_of(qm), .model = qm,
+                                .format = QFORMATS[f], .max_seqs = 1, .max_context = (int)n,
+                                .max_step_tokens = (int)n, .kv_bytes = 64u << 20};
+        qc_engine *qe = st == QC_OK ? qc_engine_create(rt, c.g, nv, &eo, err, sizeof err) : NULL;
+        CHECK(st != QC_OK || qe != NULL, "engine %s: %s", QFORMATS[f], err);
+        if (qe) {
+            int sq = qc_engine_seq_open(qe), nn = (int)n;
+            qc_engine_batch b = {.n_seqs = 1, .seqs = &sq, .n_tokens = &nn, .tokens = o.tokens, .all_logits = 1,
+                                 .logits = qgpu};
+            st = qc_engine_step(qe, &b, err, sizeof err);
+            if (st != QC_OK && strstr(err, "GPU kernel takes")) {
+                printf("%s: %s: no GPU kernel yet (%s): not compared\n", TEST, QFORMATS[f], err);
+            } else {
+                CHECK(st == QC_OK, "%s step: %s", QFORMATS[f], err);
+                if (st == QC_OK) {
+                    char what[96];
+                    snprintf(what, sizeof what, "%s gpu vs %s cpu (same packed weights)", QFORMATS[f], QFORMATS[f]);
+                    hf_result r = hf_compare(qcpu, qgpu, n, o.vocab);
+                    printf("%s: %s: top-1 %.4f, rel max worst %.3e, rel L2 worst %.3e mean %.3e (tol: top-1 >= 0.97, "
+                           "rel L2 worst <= 2e-2)\n", TEST, what, r.top1, r.worst_rel_max, r.worst_rel_l2, r.mean_rel_l2);
+                    CHECK(r.top1 >= 0.97 && r.worst_rel_l2 <= 2e-2 && r.nonfinite == 0, "%s differs", what);
+                    hf_result h = hf_compare(o.logits, qgpu, n, o.vocab);
+                    snprintf(what, sizeof what, "%s gpu vs transformers bf16 (information)", QFORMATS[f]);
+                    printf("%s: %s: top-1 %.4f, rel L2 mean %.3e\n", TEST, what, h.top1, h.mean_rel_l2);
+                }
+            }
+            qc_engine_print_kernels(qe, stdout);
+            qc_engine_destroy(qe);
+        }
+        free(qcpu), free(qgpu);
+        qc_model_close(qm);
+    }
     qc_gpu_ledger_row tot = qc_gpu_ledger_get(c.g, QC_MEM_COUNT_);
     CHECK(tot.count == 0 && tot.resident == 0, "buffers left allocated: %zu (%zu bytes)", tot.count, tot.resident);
     free(cpu);

@@ -152,6 +152,12 @@ typedef struct qc_buffer {
  * format has no `release`).  The host zero-fills the struct and sets
  * `struct_size` to the size it knows before the call; a plugin must not
  * write beyond that size (a newer plugin on an older core). */
+/* Layout contract the GPU engine relies on: every buffer of a packed weight
+ * whose size is proportional to n is stored in row tiles of the format's
+ * n_align rows (row-major per output channel when n_align is 1), so weights
+ * with n % n_align == 0 concatenate along N (fused q|k|v, gate|up) by
+ * concatenating each buffer.  A buffer that is not per row (an input-channel
+ * permutation) makes a weight unfusable; the engine says so. */
 typedef struct qc_packed_weight {
     uint32_t struct_size;
     const char *format;       /* format name, plugin-owned, static */
