@@ -278,6 +278,43 @@ static void print_eligibility(cli *c) {
     }
 }
 
+/* Every GPU linear kernel against a few problems on this device's arch (sm_90
+ * when there is no device here): eligible, or the refusal's code, with each
+ * distinct refusal sentence once. */
+static void print_kernel_eligibility(cli *c) {
+    uint32_t sm = c->dev.available ? (uint32_t)c->dev.sm : 90;
+    static const int64_t MS[] = {1, 16, 512};
+    printf("GPU linear kernels on sm_%u%s (N = K = 4096; '+' eligible, else the refusal code):\n", sm,
+           c->dev.available ? "" : " (no device here: as an H100/H200 would see them)");
+    printf("  %-26s %-10s %-14s %-14s %-14s\n", "kernel", "format", "M=1", "M=16", "M=512");
+    char seen[16][QC_REASON_TEXT_MAX];
+    int n_seen = 0;
+    for (size_t i = 0;; i++) {
+        const qc_kernel_desc *k = qc_kernel_get(c->rt, i);
+        if (!k) break;
+        const qc_format_desc *f = qc_format_find(c->rt, k->format);
+        if (!k->cuda_source || !f || f->kind != QC_FORMAT_LINEAR) continue;
+        qc_problem probe = {.struct_size = sizeof probe, .sm = sm, .m = 1, .n = 4096, .k = 4096};
+        qc_reason why;
+        if (!qc_select_kernel(k, f, &probe, 1, &why) && strcmp(why.code, "missing") == 0) continue; /* not a linear */
+        printf("  %-26s %-10s", k->id, k->format);
+        for (size_t j = 0; j < sizeof MS / sizeof MS[0]; j++) {
+            qc_problem p = probe;
+            p.m = MS[j];
+            p.phase = p.m > 1 ? QC_PHASE_PREFILL : QC_PHASE_DECODE;
+            int ok = qc_select_kernel(k, f, &p, 1, &why);
+            printf(" %-14s", ok ? "+" : why.code);
+            if (!ok) {
+                int dup = 0;
+                for (int t = 0; t < n_seen; t++) dup |= strcmp(seen[t], why.text) == 0;
+                if (!dup && n_seen < 16) snprintf(seen[n_seen++], sizeof seen[0], "%s", why.text);
+            }
+        }
+        printf("\n");
+    }
+    for (int t = 0; t < n_seen; t++) printf("    - %s\n", seen[t]);
+}
+
 /* ---- main ---- */
 
 int cli_load_runtime(cli *c) {
@@ -525,6 +562,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(c.command, "inspect") == 0) {
         print_device(&c.dev);
         print_eligibility(&c);
+        print_kernel_eligibility(&c);
         if (c.model_from_flag)
             rc = cmd_inspect_model(&c); /* the model's own layers, prepared weights and bytes */
         else if (c.model_config)
