@@ -34,6 +34,10 @@ typedef struct eng_choice {
     const qc_kernel_desc *k;
     qc_gpu_fn fn;
     int wants_bf16; /* takes "x.bf16" rather than "x" */
+    /* W8A8 kernels take quantized activations ("xq", "xs"): the format's
+       activation quantizer runs first, into the engine's workspace */
+    const qc_kernel_desc *quant;
+    qc_gpu_fn quant_fn;
 } eng_choice;
 
 typedef struct eng_linear {
@@ -104,6 +108,7 @@ struct qc_engine {
     qc_gpu_buf x, y, yb, qkv, q, att, attb, h, gu, act, actb, logits, logits_rows;
     /* step inputs */
     qc_gpu_buf d_ids, d_pos, d_slots, d_last, d_qstart, d_ctx, d_tables, d_next, d_work;
+    qc_gpu_buf d_xq, d_xs; /* quantized activations and their scales (W8A8 formats) */
     int logit_rows;   /* rows the logits buffer holds */
     /* host staging */
     int32_t *h_ids, *h_pos, *h_slots, *h_last, *h_qstart, *h_ctx, *h_tables;
@@ -153,6 +158,29 @@ static qc_problem problem(int64_t m, int64_t n, int64_t k) {
  * one), then the highest m_min (a GEMM meant for M >= 64 over a general
  * one), then the narrowest M range (a GEMV for M <= 8 over one for M <= 16),
  * then registration order.  Measured choice per bucket is issue 9's policy. */
+static int has_param(const qc_kernel_desc *k, const char *name) {
+    for (uint32_t i = 0; i < k->n_params; i++)
+        if (strcmp(k->params[i].name, name) == 0) return 1;
+    return 0;
+}
+
+/* The format's activation quantizer for a kernel that takes "xq": a kernel of
+ * the same format with an "xq" output and no "y", built for this device and
+ * not refusing the problem (a refusal coded "missing" is the core-kernel way
+ * of saying "not a linear layer", not a refusal of the problem). */
+static const qc_kernel_desc *find_quantizer(qc_engine *e, const eng_linear *L, const qc_problem *p) {
+    for (size_t i = 0;; i++) {
+        const qc_kernel_desc *k = qc_kernel_get(e->rt, i);
+        if (!k) return NULL;
+        if (strcmp(k->format, L->fmt->name) != 0 || !k->cuda_source || !has_param(k, "xq") || has_param(k, "y"))
+            continue;
+        if ((uint32_t)e->sm < k->arch.min_sm || (uint32_t)e->sm > k->arch.max_sm) continue;
+        qc_reason why;
+        if (k->eligible && !k->eligible(p, &why) && strcmp(why.code, "missing") != 0) continue;
+        return k;
+    }
+}
+
 static int64_t arch_width(const qc_kernel_desc *k) {
     return k->arch.max_sm == QC_SM_ANY ? INT64_MAX : (int64_t)k->arch.max_sm - k->arch.min_sm;
 }
@@ -175,7 +203,7 @@ static qc_status linear_choose(qc_engine *e, eng_linear *L, int64_t m, eng_choic
     for (size_t i = 0;; i++) {
         const qc_kernel_desc *k = qc_kernel_get(e->rt, i);
         if (!k) break;
-        if (strcmp(k->format, L->fmt->name) != 0 || !k->cuda_source) continue;
+        if (strcmp(k->format, L->fmt->name) != 0 || !k->cuda_source || !has_param(k, "y")) continue;
         qc_reason why;
         if (!qc_select_kernel(k, L->fmt, &p, 1, &why)) {
             if (strcmp(why.code, "missing") != 0 && strlen(reasons) < 300)
@@ -199,6 +227,22 @@ static qc_status linear_choose(qc_engine *e, eng_linear *L, int64_t m, eng_choic
         c->k = NULL;
         qc_errf(err, errlen, "%s: kernel %s: %s: %s", L->role, best->id, why.code, why.text);
         return QC_ERR_UNSUPPORTED;
+    }
+    c->quant = NULL;
+    c->quant_fn = NULL;
+    if (has_param(best, "xq")) {
+        c->quant = find_quantizer(e, L, &p);
+        if (!c->quant) {
+            c->k = NULL;
+            qc_errf(err, errlen, "%s: kernel %s takes quantized activations but %s registers no activation quantizer "
+                    "for this device", L->role, best->id, L->fmt->name);
+            return QC_ERR_UNSUPPORTED;
+        }
+        if (qc_gpu_kernel_load(e->g, e->nv, c->quant, &c->quant_fn, &why) != QC_OK) {
+            c->k = NULL;
+            qc_errf(err, errlen, "%s: kernel %s: %s: %s", L->role, c->quant->id, why.code, why.text);
+            return QC_ERR_UNSUPPORTED;
+        }
     }
     c->k = best;
     c->m = m;
@@ -229,20 +273,27 @@ static qc_status linear_run(qc_engine *e, eng_linear *L, qc_devptr x, qc_devptr 
     p.group_size = L->group_size;
     p.scheme = L->scheme;
     int64_t n = L->n, k = L->k, gs = L->group_size;
-    qc_named_arg args[8 + QC_MAX_WEIGHT_BUFFERS];
+    qc_named_arg args[10 + QC_MAX_WEIGHT_BUFFERS];
     size_t na = 0;
     args[na++] = (qc_named_arg)ARG("x", x);
     args[na++] = (qc_named_arg)ARG("x.bf16", xb);
     args[na++] = (qc_named_arg)ARG("y", y);
+    args[na++] = (qc_named_arg)ARG("xq", e->d_xq.ptr);
+    args[na++] = (qc_named_arg)ARG("xs", e->d_xs.ptr);
     args[na++] = (qc_named_arg)ARG("m", m);
     args[na++] = (qc_named_arg)ARG("n", n);
     args[na++] = (qc_named_arg)ARG("k", k);
     args[na++] = (qc_named_arg)ARG("group_size", gs);
     for (int i = 0; i < L->n_bufs; i++) args[na++] = (qc_named_arg){L->buf_names[i], (void *)&L->bufs[i].ptr};
     void *argv[MAX_ARGS];
+    qc_launch_dims d;
+    if (c->quant) { /* activations to the format's 8-bit codes and scales first */
+        if ((st = qc_kernel_bind(c->quant, args, na, argv, MAX_ARGS, err, errlen))) return st;
+        c->quant->launch_dims(&p, &d);
+        if ((st = qc_gpu_launch_kernel(e->g, c->quant, c->quant_fn, &d, argv, err, errlen))) return st;
+    }
     st = qc_kernel_bind(c->k, args, na, argv, MAX_ARGS, err, errlen);
     if (st != QC_OK) return st;
-    qc_launch_dims d;
     c->k->launch_dims(&p, &d);
     st = qc_gpu_launch_kernel(e->g, c->k, c->fn, &d, argv, err, errlen);
     if (st != QC_OK) qc_errf(err + strlen(err), errlen - strlen(err), " (%s, m=%lld)", L->role, (long long)m);
@@ -717,6 +768,12 @@ static qc_status alloc_activations(qc_engine *e, char *err, size_t errlen) {
         qc_status st = alloc_buf(e, plan[i].bytes, QC_MEM_ACTIVATIONS, plan[i].what, plan[i].b, err, errlen);
         if (st != QC_OK) return st;
     }
+    /* 8-bit activations of the widest linear input, scales down to groups of 32 */
+    size_t xq = e->fmt->act_dtype == QC_DT_BF16 || e->fmt->act_dtype == QC_DT_F32 ? 0 : T * wide;
+    if (xq && (qc_gpu_alloc(e->g, xq, xq, QC_MEM_WORKSPACE, "quantized activations", &e->d_xq, err, errlen) ||
+               qc_gpu_alloc(e->g, (T * (wide / 32 + 1)) * 4, (T * (wide / 32 + 1)) * 4, QC_MEM_WORKSPACE,
+                            "activation scales", &e->d_xs, err, errlen)))
+        return QC_ERR_NOMEM;
     size_t work = qc_attn_decode_workspace_bytes(e->max_seqs, s->n_heads, s->head_dim, e->max_context);
     return alloc_buf(e, work, QC_MEM_WORKSPACE, "attention workspace", &e->d_work, err, errlen);
 }
@@ -899,7 +956,7 @@ void qc_engine_destroy(qc_engine *e) {
                           &e->y,      &e->yb,       &e->qkv,      &e->q,      &e->att,         &e->attb,
                           &e->h,      &e->gu,       &e->act,      &e->actb,   &e->logits,      &e->logits_rows,
                           &e->d_ids,  &e->d_pos,    &e->d_slots,  &e->d_last, &e->d_qstart,    &e->d_ctx,
-                          &e->d_tables, &e->d_next, &e->d_work};
+                          &e->d_tables, &e->d_next, &e->d_work, &e->d_xq, &e->d_xs};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) qc_gpu_free(e->g, bufs[i]);
     free(e->layers), free(e->free_blocks), free(e->seq_open), free(e->seq_len), free(e->seq_blocks);
     free(e->seq_nblocks), free(e->h_ids), free(e->h_pos), free(e->h_slots), free(e->h_last), free(e->h_qstart);
