@@ -292,7 +292,7 @@ static qc_status mxfp4_init(const qc_host_api *api, qc_host *host, char *err, si
     qc_format_desc f = {
         .struct_size = sizeof f,
         .name = MX_FORMAT,
-        .summary = "OCP MXFP4: E2M1 weights, E8M0 scale per 32; weight-only below sm_100",
+        .summary = "OCP MXFP4: E2M1 weights, E8M0 scale per 32; weight-only (bf16 activations)",
         .kind = QC_FORMAT_LINEAR,
         .weight_dtype = QC_DT_F4_E2M1,
         .act_dtype = QC_DT_BF16,
