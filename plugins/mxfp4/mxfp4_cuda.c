@@ -266,7 +266,9 @@ static int gemv_eligible(const qc_problem *p, qc_reason *why) {
  * by cp.async into a 128x64 swizzled tile; each thread loads one 16-byte
  * block of W (and its scale byte) into registers one step ahead, and
  * decodes it into the 128x64 bf16 W tile in shared memory after the step's
- * MMAs; both tiles are double-buffered, one barrier per step.  Fragments by
+ * MMAs, two weights per lookup in a per-lane copy of the 256-entry pair table
+ * (32 KiB, entry v of lane l at 128 v + 4 l: conflict-free); both tiles are
+ * double-buffered, one barrier per step.  Fragments by
  * ldmatrix, m16n8k16 bf16 MMA, f32 accumulators.  Rows past m or n are zero
  * and not stored; a K tail of one block (k % 64 == 32) is zero-filled.
  */
@@ -293,7 +295,8 @@ static const char MMA_SRC[] = "/* qcore mxfp4 linear, tiled: y[m,n] = x[m,k] . d
     "        return;\n"
     "    }\n"
     "    const unsigned sbase = (unsigned)__cvta_generic_to_shared(smem);\n"
-    "    const unsigned xs0 = sbase, ws0 = sbase + 2 * TILE_BYTES; /* x tiles [2], W tiles [2] */\n"
+    "    const unsigned xs0 = sbase, ws0 = sbase + 2 * TILE_BYTES; /* x tiles [2], W tiles [2], then the table */\n"
+    "    unsigned char *lut = smem + 4 * TILE_BYTES;\n"
     "    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;\n"
     "    const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t = lane & 3;\n"
     "    const long long row0 = (long long)blockIdx.y * TBM, col0 = (long long)blockIdx.x * TBN;\n"
@@ -321,13 +324,19 @@ static const char MMA_SRC[] = "/* qcore mxfp4 linear, tiled: y[m,n] = x[m,k] . d
     "        wv = ok ? *(const uint4 *)(wq + b * 16) : make_uint4(0u, 0u, 0u, 0u);\n"
     "        we = ok ? (unsigned)__ldg(ws + b) : 127u;\n"
     "    };\n"
-    "    /* the 32 decoded elements: chunks 4 wb .. 4 wb + 3 of row wr */\n"
+    "    /* the 32 decoded elements: chunks 4 wb .. 4 wb + 3 of row wr; byte v of lane l's\n"
+    "       copy of the pair table at lut + 128 v + 4 l (one bank per lane) */\n"
+    "    const unsigned lane4 = (unsigned)lane * 4u;\n"
     "    auto store_w = [&](int buf) {\n"
     "        const unsigned s2 = mx_scale2(we);\n"
     "        unsigned o[16];\n"
     "        const unsigned wd[4] = {wv.x, wv.y, wv.z, wv.w};\n"
     "#pragma unroll\n"
-    "        for (int i = 0; i < 16; i++) o[i] = mx_mul2(mx_pair((wd[i >> 2] >> (8 * (i & 3))) & 255u), s2);\n"
+    "        for (int i = 0; i < 16; i++) {\n"
+    "            const unsigned w = wd[i >> 2], sh = 8 * (i & 3);\n"
+    "            const unsigned off = (sh == 0 ? w << 7 : w >> (sh - 7)) & 0x7f80u;\n"
+    "            o[i] = mx_mul2(*(const unsigned *)(lut + (off | lane4)), s2);\n"
+    "        }\n"
     "#pragma unroll\n"
     "        for (int c = 0; c < 4; c++)\n"
     "            asm volatile(\"st.shared.v4.u32 [%0], {%1,%2,%3,%4};\\n\" ::\"r\"(ws0 + buf * TILE_BYTES + mx_sw(wr, 4 * wb + c)),\n"
@@ -343,6 +352,15 @@ static const char MMA_SRC[] = "/* qcore mxfp4 linear, tiled: y[m,n] = x[m,k] . d
     "    load_x(0, 0);\n"
     "    asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
     "    load_w(0);\n"
+    "    /* the pair table (32 KiB) while the first tiles load: 2048 16-byte chunks,\n"
+    "       chunk j*256 + tid = lanes 4s..4s+3 of entry (chunk >> 3), s = chunk & 7 */\n"
+    "#pragma unroll\n"
+    "    for (int j = 0; j < 8; j++) {\n"
+    "        int ch = j * 256 + tid, v = ch >> 3;\n"
+    "        unsigned p = mx_pair((unsigned)v);\n"
+    "        *(uint4 *)(lut + v * 128 + (ch & 7) * 16) = make_uint4(p, p, p, p);\n"
+    "    }\n"
+    "    __syncthreads();\n"
     "    store_w(0);\n"
     "    asm volatile(\"cp.async.wait_group 0;\\n\" ::);\n"
     "    __syncthreads();\n"
@@ -402,7 +420,7 @@ static const char MMA_SRC[] = "/* qcore mxfp4 linear, tiled: y[m,n] = x[m,k] . d
     "            }\n"
     "}\n";
 
-#define MMA_SMEM (4u * 128u * 64u * 2u) /* x and W bf16 tiles, double-buffered: 64 KiB */
+#define MMA_SMEM (4u * 128u * 64u * 2u + 32768u) /* x and W bf16 tiles, double-buffered, and the table: 96 KiB */
 #define MMA_M_TILES_MAX 65535LL
 
 /* m, n, k: grid.x over 128-column tiles of W, grid.y over 128-row tiles of x */

@@ -98,7 +98,7 @@ static void descriptors(qc_runtime *rt) {
     CHECK(d.grid[0] == (4097 + 31) / 32, "gemv m=16 dims %u", d.grid[0]);
     p = prob(90, 1000, 4100, 4096);
     mm->launch_dims(&p, &d);
-    CHECK(d.grid[0] == 33 && d.grid[1] == 8 && d.block[0] == 256 && d.shared_bytes == 65536, "mma dims %u %u",
+    CHECK(d.grid[0] == 33 && d.grid[1] == 8 && d.block[0] == 256 && d.shared_bytes == 98304, "mma dims %u %u",
           d.grid[0], d.grid[1]);
 }
 
