@@ -60,6 +60,19 @@ static void why_set(qc_reason *why, const char *code, const char *fmt, ...) {
     "                 : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"                                       \
     "                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), \"r\"(b[1]));\n"               \
     "}\n"                                                                                                              \
+    "/* The 256-entry bf16x2 pair table, one copy per lane: entry v of lane l at\n"       \
+    "   tab + stride v + 4 l (stride 256 or 128), so lane l always reads bank l.  Warp w\n" \
+    "   (of 8) decodes entries 32 w .. 32 w + 31, one per lane, and stores them as\n"        \
+    "   16-byte chunks (4 lanes' copies), a warp covering 4 whole entries per store. */\n"     \
+    "__device__ __forceinline__ void mx_table(unsigned char *tab, int stride, int warp, int lane) {\n"   \
+    "    const unsigned p = mx_pair((unsigned)(warp * 32 + lane));\n"                        \
+    "#pragma unroll\n"                                                                         \
+    "    for (int j = 0; j < 8; j++) {\n"                                                      \
+    "        const int e = j * 4 + (lane >> 3);\n"                                            \
+    "        const unsigned v = __shfl_sync(0xffffffffu, p, e);\n"                          \
+    "        *(uint4 *)(tab + (warp * 32 + e) * stride + (lane & 7) * 16) = make_uint4(v, v, v, v);\n" \
+    "    }\n"                                                                                  \
+    "}\n"                                                                                      \
     "/* NaN everywhere: the kernels' answer to arguments they cannot honour */\n"                                      \
     "__device__ void mx_fill_nan(float *y, long long count) {\n"                                                      \
     "    long long step = (long long)gridDim.x * gridDim.y * blockDim.x;\n"                                            \
@@ -145,14 +158,7 @@ static const char GEMV_SRC[] = "/* qcore mxfp4 gemv: y[m,n] = x[m,k] . dec(W)[n,
     "    };\n"
     "    long long c = warp;\n"
     "    load(c);\n"
-    "    /* the table while the first loads are in flight: 2048 16-byte chunks,\n"
-    "       chunk j*256 + tid = lanes 4s..4s+3 of entry (chunk >> 3), s = chunk & 7 */\n"
-    "#pragma unroll\n"
-    "    for (int j = 0; j < 8; j++) {\n"
-    "        int ch = j * 256 + tid, v = ch >> 3;\n"
-    "        unsigned p = mx_pair((unsigned)v);\n"
-    "        *(uint4 *)(smem + v * 256 + (ch & 7) * 16) = make_uint4(p, p, p, p);\n"
-    "    }\n"
+    "    mx_table(smem, 256, warp, lane); /* while the first loads are in flight */\n"
     "    __syncthreads();\n"
     "    const unsigned lane4 = (unsigned)lane * 4u;\n"
     "    for (; c < nchunks; c += MXG_WARPS) {\n"
@@ -352,14 +358,7 @@ static const char MMA_SRC[] = "/* qcore mxfp4 linear, tiled: y[m,n] = x[m,k] . d
     "    load_x(0, 0);\n"
     "    asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
     "    load_w(0);\n"
-    "    /* the pair table (32 KiB) while the first tiles load: 2048 16-byte chunks,\n"
-    "       chunk j*256 + tid = lanes 4s..4s+3 of entry (chunk >> 3), s = chunk & 7 */\n"
-    "#pragma unroll\n"
-    "    for (int j = 0; j < 8; j++) {\n"
-    "        int ch = j * 256 + tid, v = ch >> 3;\n"
-    "        unsigned p = mx_pair((unsigned)v);\n"
-    "        *(uint4 *)(lut + v * 128 + (ch & 7) * 16) = make_uint4(p, p, p, p);\n"
-    "    }\n"
+    "    mx_table(lut, 128, warp, lane); /* the pair table (32 KiB) while the first tiles load */\n"
     "    __syncthreads();\n"
     "    store_w(0);\n"
     "    asm volatile(\"cp.async.wait_group 0;\\n\" ::);\n"
