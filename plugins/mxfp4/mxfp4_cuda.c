@@ -18,10 +18,10 @@
  * GEMM into shared-memory tiles.
  *
  * k must be a multiple of 32 (the format's k_align; eligible() says
- * "align_k"); called anyway, or with qweight or x not 16-byte aligned, the
- * kernels write NaN to every output, as the C reference does for what it
- * cannot honour.  Any n >= 1 is handled (rows past n are computed from a
- * clamped row and not stored).
+ * "align_k"); called anyway, with qweight or x not 16-byte aligned, or the
+ * GEMV with m > 16, the kernels write NaN to every output, as the C
+ * reference does for what it cannot honour.  Any n >= 1 is handled (rows
+ * past n are computed from a clamped row and not stored).
  */
 
 static void why_set(qc_reason *why, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -228,8 +228,8 @@ static const char GEMV_SRC[] = "/* qcore mxfp4 gemv: y[m,n] = x[m,k] . dec(W)[n,
     "extern \"C\" __global__ void __launch_bounds__(256, 2) qc_mxfp4_gemv(const unsigned short *x, const unsigned char *qw,\n"
     "        const unsigned char *sc, float *y, long long m, long long n, long long k) {\n"
     "    extern __shared__ __align__(16) unsigned char smem[];\n"
-    "    if (m <= 0 || n <= 0 || m > 16) return;\n"
-    "    if (k <= 0 || (k & 31) || ((unsigned long long)qw & 15) || ((unsigned long long)x & 15)) {\n"
+    "    if (m <= 0 || n <= 0) return;\n"
+    "    if (m > 16 || k <= 0 || (k & 31) || ((unsigned long long)qw & 15) || ((unsigned long long)x & 15)) {\n"
     "        mx_fill_nan(y, m * n);\n"
     "        return;\n"
     "    }\n"
