@@ -9,6 +9,7 @@
 #include <qcore/plugin.h>
 
 #include "../common/qc_bf16.h"
+#include "mxfp4_cuda.h"
 
 /*
  * OCP Microscaling v1.0, MXFP4 (docs/formats/mxfp4.md is the long form):
@@ -252,6 +253,21 @@ static void mx_linear_ref(const float *x, const uint8_t *qw, const uint8_t *sc, 
     free(wr);
 }
 
+/* The GPU kernels' reference: the same product with x given as bf16 bits
+ * ("x.bf16", as the engine's norms write it); the same in-order f32 sum and
+ * the same NaN outputs for arguments it cannot honour. */
+static void mx_linear_bx_ref(const uint16_t *x, const uint8_t *qw, const uint8_t *sc, float *y, int64_t m, int64_t n,
+                             int64_t k) {
+    if (!y || m <= 0 || n <= 0) return;
+    int ok = x && qw && sc && k > 0 && k % MX_BLOCK == 0 && (uint64_t)m <= SIZE_MAX / 4u / (uint64_t)k;
+    float *xf = ok ? malloc((size_t)m * (size_t)k * sizeof(float)) : NULL;
+    if (xf)
+        for (int64_t i = 0; i < m * k; i++) xf[i] = qc_bf16_to_f32(x[i]);
+    /* bf16 values round to themselves, so the f32 reference computes the same sums */
+    mx_linear_ref(xf ? xf : NULL, qw, sc, y, m, n, k);
+    free(xf);
+}
+
 /* The activations the kernel multiplies: x rounded to bf16. */
 static qc_status mx_quantize_activations(const qc_packed_weight *w, const float *x, int64_t m, float *x_out) {
     const uint8_t *q, *sc;
@@ -276,7 +292,7 @@ static qc_status mxfp4_init(const qc_host_api *api, qc_host *host, char *err, si
     qc_format_desc f = {
         .struct_size = sizeof f,
         .name = MX_FORMAT,
-        .summary = "OCP MXFP4: E2M1 weights, E8M0 scale per 32; weight-only below sm_100",
+        .summary = "OCP MXFP4: E2M1 weights, E8M0 scale per 32; weight-only (bf16 activations)",
         .kind = QC_FORMAT_LINEAR,
         .weight_dtype = QC_DT_F4_E2M1,
         .act_dtype = QC_DT_BF16,
@@ -312,7 +328,8 @@ static qc_status mxfp4_init(const qc_host_api *api, qc_host *host, char *err, si
         .params = mx_params,
         .reference = (void (*)(void))mx_linear_ref,
     };
-    return api->register_kernel(host, &kd);
+    st = api->register_kernel(host, &kd);
+    return st == QC_OK ? mxfp4_cuda_register(api, host, (void (*)(void))mx_linear_bx_ref) : st;
 }
 
 QC_PLUGIN_EXPORT const qc_plugin_entry qcore_plugin_entry = {

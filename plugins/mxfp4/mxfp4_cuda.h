@@ -1,0 +1,13 @@
+/* mxfp4_cuda.h - the mxfp4 plugin's GPU kernels (CUDA source for NVRTC, geometry, eligibility). */
+#ifndef MXFP4_CUDA_H
+#define MXFP4_CUDA_H
+
+#include <qcore/plugin.h>
+
+/* Register "mxfp4.gemv" (m 1..16, sm_80+), "mxfp4.linear_mma" (m >= 17,
+ * sm_80+) and "mxfp4.gemv_sm100" (the GEMV built for sm_100a, arch 100
+ * only).  All take x.bf16, w.qweight, w.scales, y, m, n, k and share the C
+ * reference `bx_ref` (x as bf16 bits). */
+qc_status mxfp4_cuda_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void));
+
+#endif

@@ -1,0 +1,382 @@
+/* test_gpu_mxfp4.c - the mxfp4 GPU kernels against their C reference and a double sum; timings against the HBM floor. */
+#define _GNU_SOURCE
+#include <math.h>
+
+#include "../../plugins/common/qc_bf16.h"
+#include "gpu_test.h"
+#include "nvrtc/nv_test.h"
+#include "qc_util.h"
+#include "qcore/qcore.h"
+
+#define TEST "test_gpu_mxfp4"
+/* words after y, poisoned too, that a kernel must leave alone */
+#define GUARD_WORDS 64
+/* above this many multiply-adds only sampled outputs are checked (in double) */
+#define FULL_REF_MACS 60000000.0
+#define SAMPLES 2048
+/* each output within TOL * sum_t |x_t w_t| of the C reference and of the double sum */
+#define TOL 1e-5
+/* timing: W copies cycled so that the launches read HBM, not the 60 MiB L2 */
+#define ROTATE_BYTES (256u << 20)
+#define MAXCOPY 64
+#define HBM_GBS 4200.0 /* the brief's floor: H200 HBM3e at ~4.2 TB/s achievable */
+
+typedef struct ctx {
+    qc_gpu *g;
+    qc_nvrtc *nv;
+    qc_runtime *rt;
+    const qc_format_desc *f;
+    uint64_t rng;
+    double copy_gbs; /* measured device copy bandwidth, GB/s (read + write) */
+} ctx;
+
+/* How the weights of a case are made. */
+enum wkind {
+    W_NORMAL, /* N(0, 0.05^2) */
+    W_TINY,   /* N(0, 1) * 2^-100: small scale bytes (about 25), products still normal f32 */
+    W_NANBLK, /* normal, with a few scale bytes set to 0xFF (NaN blocks) */
+    W_SUBN,   /* N(0, 1) * 2^-130: scale byte 0, decoded values and products subnormal; reported, not checked */
+};
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double time_median(ctx *c, qc_gpu_fn fn, const qc_launch_dims *d, void ***argvs, int nsets, int reps) {
+    char err[512];
+    float ms[256];
+    double med = -1;
+    if (reps > 256) reps = 256;
+    qc_gpu_event a = NULL, b = NULL;
+    if (qc_gpu_event_create(c->g, &a, err, sizeof err) || qc_gpu_event_create(c->g, &b, err, sizeof err)) {
+        CHECK(0, "events: %s", err);
+        goto out;
+    }
+    for (int i = 0; i < 3; i++) qc_gpu_launch(c->g, fn, d, argvs[i % nsets], err, sizeof err);
+    for (int i = 0; i < reps; i++) {
+        int bad = qc_gpu_event_record(c->g, a, err, sizeof err) ||
+                  qc_gpu_launch(c->g, fn, d, argvs[(i + 3) % nsets], err, sizeof err) ||
+                  qc_gpu_event_record(c->g, b, err, sizeof err) ||
+                  qc_gpu_event_elapsed(c->g, a, b, &ms[i], err, sizeof err);
+        if (bad) {
+            CHECK(0, "timing: %s", err);
+            goto out;
+        }
+    }
+    qsort(ms, (size_t)reps, sizeof ms[0], cmp_float);
+    med = 1000.0 * ms[reps / 2];
+out:
+    qc_gpu_event_destroy(c->g, a);
+    qc_gpu_event_destroy(c->g, b);
+    return med;
+}
+
+/* the test's own decoding (docs/formats/mxfp4.md section 1), in double */
+static double w_at(const uint8_t *q, const uint8_t *sc, int64_t k, int64_t o, int64_t t) {
+    static const double E2M1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    uint8_t b = q[o * (k / 2) + t / 2], code = (t & 1) ? b >> 4 : b & 15, e = sc[o * (k / 32) + t / 32];
+    if (e == 0xFF) return NAN;
+    double v = ldexp(E2M1[code & 7], (int)e - 127);
+    return (code & 8) ? -v : v;
+}
+
+/*
+ * One case: random x (bf16 bits) and W (quantized by the plugin), the C
+ * reference (when cheap) and the kernel from the same named arguments, y
+ * poisoned with guard words.  Every (or every sampled) output within TOL *
+ * sum |x w| of the double sum and of the C reference; NaN exactly where the
+ * reference has NaN.  reps > 0: time it with W cycled through copies.
+ */
+static void run_case(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, enum wkind wk, int reps) {
+    char err[512], shape[96];
+    snprintf(shape, sizeof shape, "m=%lld n=%lld k=%lld%s", (long long)m, (long long)n, (long long)k,
+             wk == W_TINY ? " tiny" : wk == W_NANBLK ? " nan-blocks" : wk == W_SUBN ? " subnormal" : "");
+    const qc_kernel_desc *kd = qc_kernel_find(c->rt, id);
+    CHECK(kd != NULL, "%s is not registered", id);
+    if (!kd) return;
+    qc_reason why;
+    qc_gpu_fn fn = NULL;
+    qc_status st = qc_gpu_kernel_load(c->g, c->nv, kd, &fn, &why);
+    CHECK(st == QC_OK, "%s: %s: %s", id, why.code, why.text);
+    if (st != QC_OK) return;
+    size_t xc = (size_t)(m * k), yc = (size_t)(m * n);
+    int kq = k % 32 == 0; /* the plugin quantizes only whole blocks */
+    int64_t kw = kq ? k : (k + 31) / 32 * 32; /* weights quantized at the next block for the refusal case */
+    size_t wcq = (size_t)(n * kw);
+    uint16_t *xh = malloc(xc * 2 + 2);
+    float *wf = malloc(wcq * 4), *ref = malloc(yc * 4);
+    char *got = malloc(yc * 4 + GUARD_WORDS * 4);
+    qc_gpu_buf dx = {0}, dy = {0}, dq[MAXCOPY], ds[MAXCOPY];
+    memset(dq, 0, sizeof dq);
+    memset(ds, 0, sizeof ds);
+    qc_packed_weight pw;
+    memset(&pw, 0, sizeof pw);
+    pw.struct_size = sizeof pw;
+    int ncopy = 1;
+    if (!xh || !wf || !ref || !got) {
+        CHECK(0, "%s: out of host memory", shape);
+        goto out;
+    }
+    for (size_t i = 0; i < xc; i++) xh[i] = qc_f32_to_bf16(qc_test_normal(&c->rng));
+    for (size_t i = 0; i < wcq; i++) {
+        float v = qc_test_normal(&c->rng);
+        wf[i] = wk == W_TINY ? ldexpf(v, -100) : wk == W_SUBN ? ldexpf(v, -130) : v * 0.05f;
+    }
+    qc_quant_request req = {.struct_size = sizeof req, .w = wf, .n = n, .k = kw};
+    /* odd n: the format refuses it, so quantize at the next multiple of 8 and use the first n rows */
+    int64_t nq = (n + 7) / 8 * 8;
+    float *wpad = NULL;
+    if (nq != n) {
+        wpad = calloc((size_t)(nq * kw), 4);
+        if (wpad) memcpy(wpad, wf, wcq * 4);
+        req.w = wpad;
+        req.n = nq;
+    }
+    st = req.w ? c->f->quantize(&req, &pw, &why) : QC_ERR_NOMEM;
+    free(wpad);
+    CHECK(st == QC_OK, "%s: quantize: %s", shape, why.text);
+    if (st != QC_OK) goto out;
+    uint8_t *q = pw.buffers[0].data, *sc = pw.buffers[1].data;
+    if (wk == W_NANBLK)
+        for (int i = 0; i < 5; i++) sc[qc_test_rng(&c->rng) % (size_t)(n * (kw / 32))] = 0xFF;
+    size_t qbytes = (size_t)(n * kw / 2), sbytes = (size_t)(n * kw / 32);
+    int full = (double)m * n * k <= FULL_REF_MACS;
+
+    void *hx = xh, *hq = q, *hs = sc, *hy = ref;
+    qc_named_arg args[] = {{"x.bf16", &hx}, {"w.qweight", &hq}, {"w.scales", &hs}, {"y", &hy},
+                           {"m", &m},       {"n", &n},          {"k", &k}};
+    void *argv[8];
+    if (full) {
+        gt_poison(ref, yc * 4);
+        st = qc_kernel_bind(kd, args, 7, argv, 8, err, sizeof err);
+        if (st == QC_OK) st = qc_kernel_call_reference(kd, argv, err, sizeof err);
+        CHECK(st == QC_OK, "%s reference: %s", shape, err);
+        size_t first = 0;
+        CHECK(gt_unwritten(ref, yc * 4, &first) == 0, "%s: reference left y[%zu] unwritten", shape, first);
+        if (st != QC_OK) goto out;
+    }
+    if (reps > 0) {
+        ncopy = (int)(ROTATE_BYTES / (qbytes + sbytes) + 1);
+        if (ncopy > MAXCOPY) ncopy = MAXCOPY;
+    }
+    st = qc_gpu_alloc(c->g, xc * 2, xc * 2 + 16, QC_MEM_ACTIVATIONS, "x", &dx, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_upload(c->g, dx.ptr, xh, xc * 2, err, sizeof err);
+    if (st == QC_OK)
+        st = qc_gpu_alloc(c->g, yc * 4, yc * 4 + GUARD_WORDS * 4, QC_MEM_ACTIVATIONS, "y", &dy, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_memset32(c->g, dy.ptr, GT_POISON, yc + GUARD_WORDS, err, sizeof err);
+    for (int i = 0; st == QC_OK && i < ncopy; i++) {
+        st = qc_gpu_alloc(c->g, qbytes, qbytes, QC_MEM_WEIGHTS, "qweight", &dq[i], err, sizeof err);
+        if (st == QC_OK) st = qc_gpu_upload(c->g, dq[i].ptr, q, qbytes, err, sizeof err);
+        if (st == QC_OK) st = qc_gpu_alloc(c->g, sbytes, sbytes, QC_MEM_SCALES, "scales", &ds[i], err, sizeof err);
+        if (st == QC_OK) st = qc_gpu_upload(c->g, ds[i].ptr, sc, sbytes, err, sizeof err);
+    }
+    CHECK(st == QC_OK, "%s: buffers: %s", shape, err);
+    if (st != QC_OK) goto out;
+    qc_problem p = {.struct_size = sizeof p, .sm = (uint32_t)qc_gpu_get_info(c->g)->sm, .m = m, .n = n, .k = k};
+    qc_launch_dims d;
+    kd->launch_dims(&p, &d);
+    args[0].value = &dx.ptr;
+    args[1].value = &dq[0].ptr;
+    args[2].value = &ds[0].ptr;
+    args[3].value = &dy.ptr;
+    st = qc_kernel_bind(kd, args, 7, argv, 8, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_launch(c->g, fn, &d, argv, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_sync(c->g, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_download(c->g, got, dy.ptr, yc * 4 + GUARD_WORDS * 4, err, sizeof err);
+    CHECK(st == QC_OK, "%s %s: launch: %s", id, shape, err);
+    if (st != QC_OK) goto out;
+    size_t first = 0, past = gt_unwritten(got + yc * 4, GUARD_WORDS * 4, &first);
+    CHECK(past == GUARD_WORDS, "%s %s: wrote %zu words past the end of y", id, shape, GUARD_WORDS - past);
+    size_t left = gt_unwritten(got, yc * 4, &first);
+    CHECK(left == 0, "%s %s: left %zu outputs unwritten (first %zu)", id, shape, left, first);
+    const float *yg = (const float *)got;
+    size_t samples = full ? yc : SAMPLES, bad = 0, fbad = 0, nans = 0;
+    double worst_d = 0, worst_c = 0;
+    if (!kq) { /* k off the block: the kernel, like its reference, writes NaN everywhere */
+        for (size_t e = 0; e < yc; e++) bad += !isnan(yg[e]) || (full && !isnan(ref[e]));
+        printf("  %-18s %-34s k off the block: %zu of %zu outputs not NaN\n", id, shape, bad, yc);
+        CHECK(bad == 0, "%s %s: expected NaN outputs", id, shape);
+        goto out;
+    }
+    for (size_t s = 0; s < samples; s++) {
+        size_t e = full ? s : (size_t)(qc_test_rng(&c->rng) % yc);
+        int64_t i = (int64_t)e / n, o = (int64_t)e % n;
+        double acc = 0, mag = 0;
+        for (int64_t t = 0; t < k; t++) {
+            double pr = (double)qc_bf16_to_f32(xh[i * k + t]) * w_at(q, sc, k, o, t);
+            acc += pr;
+            mag += fabs(pr);
+        }
+        if (isnan(acc)) { /* a NaN block: NaN exactly there */
+            nans++;
+            if ((!isnan(yg[e]) || (full && !isnan(ref[e]))) && !bad++) fbad = e;
+            continue;
+        }
+        double lim = TOL * mag + 1e-300, dd = fabs(yg[e] - acc), dc = full ? fabs(yg[e] - (double)ref[e]) : 0;
+        if (dd / lim > worst_d) worst_d = dd / lim;
+        if (dc / lim > worst_c) worst_c = dc / lim;
+        if ((!(dd <= lim) || !(dc <= lim)) && !bad++) fbad = e;
+    }
+    printf("  %-18s %-34s %6zu outputs: worst diff/tol vs double %.4f", id, shape, samples, worst_d);
+    if (full) printf(", vs C ref %.4f", worst_c);
+    if (nans) printf(", %zu NaN as expected", nans);
+    printf("\n");
+    if (wk == W_SUBN) { /* whether the tensor cores keep f32/bf16 subnormals: a fact to report */
+        printf("  INFO %s %s: %zu of %zu outputs differ from the reference beyond tolerance (weights below 2^-126)\n",
+               id, shape, bad, samples);
+        goto out;
+    }
+    CHECK(bad == 0, "%s %s: %zu outputs out of tolerance, first %zu: gpu %.9g%s", id, shape, bad, fbad,
+          (double)yg[fbad], full ? "" : " (sampled)");
+
+    if (reps > 0 && bad == 0) {
+        void *argvs_store[MAXCOPY][8], **argvs[MAXCOPY];
+        for (int i = 0; i < ncopy; i++) {
+            args[1].value = &dq[i].ptr;
+            args[2].value = &ds[i].ptr;
+            qc_kernel_bind(kd, args, 7, argvs_store[i], 8, err, sizeof err);
+            argvs[i] = argvs_store[i];
+        }
+        double us = time_median(c, fn, &d, argvs, ncopy, reps);
+        double wbytes = (double)(qbytes + sbytes), io = xc * 2.0 + yc * 4.0;
+        if (m <= 16) {
+            double floor_us = wbytes / (HBM_GBS * 1e3), floor_copy = c->copy_gbs > 0 ? wbytes / (c->copy_gbs * 1e3) : 0;
+            printf("  TIME %-18s %-24s median %8.2f us (%d launches, W cycled over %d copies)  W+scales %.2f MB  floor "
+                   "%.2f us at %.0f GB/s: %.1f%% of floor  (copy-bandwidth floor %.2f us at %.0f GB/s: %.1f%%)  %.0f GB/s "
+                   "of all bytes\n",
+                   id, shape, us, reps, ncopy, wbytes / 1e6, floor_us, HBM_GBS, 100.0 * floor_us / us, floor_copy,
+                   c->copy_gbs, floor_copy > 0 ? 100.0 * floor_copy / us : 0, (wbytes + io) / us * 1e-3);
+        } else {
+            double tf = 2.0 * m * n * k / us * 1e-6;
+            printf("  TIME %-18s %-24s median %8.2f us (%d launches)  %.1f TFLOP/s\n", id, shape, us, reps, tf);
+        }
+    }
+out:
+    qc_gpu_free(c->g, &dx);
+    qc_gpu_free(c->g, &dy);
+    for (int i = 0; i < MAXCOPY; i++) {
+        qc_gpu_free(c->g, &dq[i]);
+        qc_gpu_free(c->g, &ds[i]);
+    }
+    for (uint32_t i = 0; i < pw.n_buffers; i++) qc_aligned_free(pw.buffers[i].data);
+    free(xh), free(wf), free(ref), free(got);
+}
+
+/* Device copy bandwidth, counted as bytes read + bytes written (as test_gpu_gemv measures it). */
+static const char COPY_SRC[] =
+    "extern \"C\" __global__ void qc_copy16(const uint4 *a, uint4 *b, long long n) {\n"
+    "    long long step = (long long)gridDim.x * blockDim.x;\n"
+    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) b[i] = a[i];\n"
+    "}\n";
+
+static void measure_copy(ctx *c) {
+    char err[512];
+    const qc_gpu_info *info = qc_gpu_get_info(c->g);
+    size_t bytes = (size_t)1 << 30;
+    qc_cubin cub;
+    qc_reason why;
+    qc_gpu_fn fn = NULL;
+    qc_gpu_buf a = {0}, b = {0};
+    qc_status st = qc_nvrtc_compile(c->nv, "mxfp4_test.copy", COPY_SRC, "qc_copy16", NULL, info->sm, info->sm >= 90,
+                                    &cub, &why);
+    CHECK(st == QC_OK, "copy kernel: %s: %s", why.code, why.text);
+    if (st != QC_OK) return;
+    st = qc_gpu_module_load(c->g, &cub, "qc_copy16", &fn, err, sizeof err);
+    qc_cubin_free(&cub);
+    if (st == QC_OK) st = qc_gpu_alloc(c->g, bytes, bytes, QC_MEM_WORKSPACE, "copy src", &a, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_alloc(c->g, bytes, bytes, QC_MEM_WORKSPACE, "copy dst", &b, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_memset32(c->g, a.ptr, 0x3f800000u, bytes / 4, err, sizeof err);
+    CHECK(st == QC_OK, "copy: %s", err);
+    if (st == QC_OK) {
+        long long n16 = (long long)(bytes / 16);
+        void *argv[3] = {&a.ptr, &b.ptr, &n16}, **argvs[1] = {argv};
+        qc_launch_dims d;
+        memset(&d, 0, sizeof d);
+        d.grid[0] = (uint32_t)info->sm_count * 8;
+        d.grid[1] = d.grid[2] = 1;
+        d.block[0] = 256;
+        d.block[1] = d.block[2] = 1;
+        double us = time_median(c, fn, &d, argvs, 1, 20);
+        c->copy_gbs = us > 0 ? 2.0 * bytes / us * 1e-3 : 0;
+        printf("%s: copy bandwidth %.0f GB/s (1 GiB read + 1 GiB written in %.1f us)\n", TEST, c->copy_gbs, us);
+    }
+    qc_gpu_free(c->g, &a);
+    qc_gpu_free(c->g, &b);
+}
+
+int main(int argc, char **argv) {
+    qc_set_log_level(QC_LOG_WARN);
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0; /* correctness only, no timings */
+    ctx c = {0};
+    c.g = gt_open_or_skip(TEST);
+    if (!c.g) return 0;
+    char *tmp = NULL;
+    int setup_rc = gt_setup(TEST, c.g, &tmp, &c.nv, &c.rt);
+    if (setup_rc >= 0) return setup_rc;
+    c.rng = gt_seed(TEST);
+    char err[512];
+    if (c.rt && qc_runtime_load_plugin(c.rt, QC_TEST_PLUGIN_DIR "/mxfp4.so", err, sizeof err) != QC_OK) {
+        CHECK(0, "mxfp4 plugin: %s", err);
+    } else if (c.rt) {
+        c.f = qc_format_find(c.rt, "mxfp4");
+        CHECK(c.f != NULL, "format mxfp4 missing");
+        int sm = qc_gpu_get_info(c.g)->sm;
+        const qc_kernel_desc *b100 = qc_kernel_find(c.rt, "mxfp4.gemv_sm100");
+        if (b100 && sm != 100) { /* what `qcore inspect` reports on this device */
+            qc_reason why;
+            qc_gpu_fn fn;
+            CHECK(qc_gpu_kernel_load(c.g, c.nv, b100, &fn, &why) != QC_OK && strcmp(why.code, "arch") == 0,
+                  "mxfp4.gemv_sm100 loaded on sm_%d: %s", sm, why.code);
+            printf("%s: mxfp4.gemv_sm100 on sm_%d: %s: %s\n", TEST, sm, why.code, why.text);
+        }
+        const char *gemv = sm == 100 ? "mxfp4.gemv_sm100" : "mxfp4.gemv";
+        double t0 = qc_now_seconds();
+        if (c.f) {
+            /* decode GEMV: every m bucket, odd n (rows past n), k tails of the chunk loop (nb not a
+             * multiple of 16 or 8), the smallest k, tiny and NaN scales, k off the block */
+            static const int64_t gk[] = {32, 96, 544, 4096, 1056, 14336};
+            for (int64_t m = 1; m <= 16; m++) run_case(&c, gemv, m, m % 3 ? 264 : 77, gk[m % 6], W_NORMAL, 0);
+            run_case(&c, gemv, 1, 1, 32, W_NORMAL, 0);
+            run_case(&c, gemv, 3, 4097, 2080, W_NORMAL, 0);
+            run_case(&c, gemv, 16, 999, 4128, W_NORMAL, 0);
+            run_case(&c, gemv, 1, 128, 512, W_TINY, 0);
+            run_case(&c, gemv, 9, 96, 1024, W_TINY, 0);
+            run_case(&c, gemv, 2, 64, 1024, W_NANBLK, 0);
+            run_case(&c, gemv, 12, 64, 1024, W_NANBLK, 0);
+            run_case(&c, gemv, 2, 64, 100, W_NORMAL, 0);
+            run_case(&c, gemv, 1, 64, 512, W_SUBN, 0);
+            /* prefill GEMM: m tails, n tails (odd n), k % 64 == 32, tiny and NaN scales */
+            run_case(&c, "mxfp4.linear_mma", 17, 136, 64, W_NORMAL, 0);
+            run_case(&c, "mxfp4.linear_mma", 100, 77, 96, W_NORMAL, 0);
+            run_case(&c, "mxfp4.linear_mma", 129, 264, 1056, W_NORMAL, 0);
+            run_case(&c, "mxfp4.linear_mma", 300, 1001, 2048, W_NORMAL, 0);
+            run_case(&c, "mxfp4.linear_mma", 33, 128, 32, W_NORMAL, 0);
+            run_case(&c, "mxfp4.linear_mma", 64, 256, 512, W_TINY, 0);
+            run_case(&c, "mxfp4.linear_mma", 64, 256, 512, W_NANBLK, 0);
+            run_case(&c, "mxfp4.linear_mma", 40, 64, 100, W_NORMAL, 0);
+            run_case(&c, "mxfp4.linear_mma", 32, 64, 512, W_SUBN, 0);
+            run_case(&c, "mxfp4.linear_mma", 1000, 4096, 4096, W_NORMAL, 0);
+            run_case(&c, "mxfp4.linear_mma", 4096, 512, 1024, W_NORMAL, 0);
+            printf("%s: correctness cases took %.1f s\n", TEST, qc_now_seconds() - t0);
+            if (!quick) {
+                measure_copy(&c);
+                static const int64_t shapes[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
+                static const int64_t ms[] = {1, 4, 16}, mp[] = {1024, 4096};
+                for (size_t sh = 0; sh < 4; sh++)
+                    for (size_t i = 0; i < 3; i++) run_case(&c, gemv, ms[i], shapes[sh][0], shapes[sh][1], W_NORMAL, 100);
+                for (size_t sh = 0; sh < 4; sh++)
+                    for (size_t i = 0; i < 2; i++)
+                        run_case(&c, "mxfp4.linear_mma", mp[i], shapes[sh][0], shapes[sh][1], W_NORMAL, 20);
+            }
+        }
+        printf("%s: all cases took %.1f s\n", TEST, qc_now_seconds() - t0);
+        qc_gpu_ledger_row tot = qc_gpu_ledger_get(c.g, QC_MEM_COUNT_);
+        CHECK(tot.count == 0 && tot.resident == 0, "buffers left allocated: %zu (%zu bytes)", tot.count, tot.resident);
+    }
+    if (c.rt) qc_runtime_close(c.rt);
+    qc_gpu_close(c.g);
+    qc_nvrtc_destroy(c.nv);
+    nv_rm_rf(tmp);
+    return qc_test_finish(TEST);
+}
