@@ -1,7 +1,8 @@
 #!/bin/bash
 # device_run.sh - on the H200: every gpu test, qcore bench and gemm-bench with the PyTorch anchors, in one go.
 # Usage (device call, after bench/device_pack.sh here): bash bench/device_run.sh [what...]
-#   what: tests bench gemm anchors (default: all); TESTS="test_gpu_x ..." limits the tests.  Writes under $OUT (at most 8 files come back):
+#   what: tests bench gemm anchors (default: all); TESTS="test_gpu_x ..." limits the tests;
+#   BENCH_CONFIGS (llama-3-8b qwen3-0.6b) and BENCH_FORMATS (bf16) pick the bench runs.  Writes under $OUT (at most 8 files come back):
 #   tests.txt, bench.txt, bench-*.json, gemm.json, anchors.json; prints a short summary last.
 set -uo pipefail
 [ -f "${QCORE_DEVICE_DIR:-.device}/pack.tar.xz" ] && [ ! -d "${QCORE_DEVICE_DIR:-.device}/bin" ] &&
@@ -27,9 +28,12 @@ if has tests; then
 fi
 if has bench; then
   : >"$OUT/bench.txt"
-  for cfg in llama-3-8b qwen3-0.6b; do
-    timeout 400 "$D/qcore" bench --model-config configs/$cfg.json --json "$OUT/bench-$cfg.json" >>"$OUT/bench.txt" 2>&1
-    summary+=("bench $cfg rc=$?")
+  for cfg in ${BENCH_CONFIGS:-llama-3-8b qwen3-0.6b}; do
+    for fmt in ${BENCH_FORMATS:-bf16}; do
+      timeout 400 "$D/qcore" bench --model-config configs/$cfg.json --format "$fmt" \
+        --json "$OUT/bench-$cfg-${fmt//:/_}.json" >>"$OUT/bench.txt" 2>&1
+      summary+=("bench $cfg $fmt rc=$?")
+    done
   done
 fi
 if has gemm; then
