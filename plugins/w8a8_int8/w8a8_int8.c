@@ -8,6 +8,9 @@
 
 #include <qcore/plugin.h>
 
+#include "../common/qc_bf16.h"
+#include "w8a8_int8_cuda.h"
+
 /*
  * Definition (docs/formats/w8a8_int8.md is the long form):
  *   weights     sw[i] = amax_j |W'[i,j]| / 127 (f32), q = clamp(rne(W'[i,j] / sw[i]), -127, 127)
@@ -345,6 +348,58 @@ static void i8_linear_smooth_ref(const float *x, const int8_t *qw, const float *
     i8_linear(x, qw, sw, smooth, y, m, n, k);
 }
 
+/* The GPU kernels' references (w8a8_int8_cuda.c has the convention). */
+
+/* Activation quantization of bf16 rows: xq [m,k] and xs [m] by quant_row,
+ * the recipe the format defines (x' = x / smooth when given).  A row with a
+ * non-finite value, or one this reference cannot process (NULL x, no memory
+ * for its row buffer), gets codes 0 and xs = NaN, so its outputs are NaN. */
+static void i8_quant_act_rows(const uint16_t *x, const float *smooth, int8_t *xq, float *xs, int64_t m, int64_t k) {
+    if (!xq || !xs || m <= 0 || k <= 0 || (uint64_t)k > SIZE_MAX / sizeof(float)) return;
+    float *xr = x ? malloc((size_t)k * sizeof(float)) : NULL;
+    for (int64_t i = 0; i < m; i++) {
+        float sx = 0.0f;
+        int ok = xr != NULL;
+        if (ok) {
+            for (int64_t j = 0; j < k; j++) xr[j] = qc_bf16_to_f32(x[i * k + j]);
+            ok = quant_row(xr, smooth, k, xq + i * k, &sx);
+        }
+        if (!ok) memset(xq + i * k, 0, (size_t)k);
+        xs[i] = ok ? sx : NAN;
+    }
+    free(xr);
+}
+
+static void i8_quant_act_ref(const uint16_t *x, int8_t *xq, float *xs, int64_t m, int64_t k) {
+    i8_quant_act_rows(x, NULL, xq, xs, m, k);
+}
+
+static void i8_quant_act_smooth_ref(const uint16_t *x, const float *smooth, int8_t *xq, float *xs, int64_t m,
+                                    int64_t k) {
+    i8_quant_act_rows(smooth ? x : NULL, smooth, xq, xs, m, k); /* a NULL factor table: NaN rows */
+}
+
+/* The product of quantized operands: acc exact (summed in int64, so codes
+ * outside -127..127 cannot overflow here; for codes the format produces it
+ * equals the INT32 sum), y = (float)acc * xs * sw in that order.  Arguments
+ * it cannot honour give NaN outputs. */
+static void i8_linear_q_ref(const int8_t *xq, const float *xs, const int8_t *qw, const float *sw, float *y, int64_t m,
+                            int64_t n, int64_t k) {
+    if (!y || m <= 0 || n <= 0) return;
+    const int ok = xq && xs && qw && sw && k > 0 && k <= I8_K_MAX;
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t o = 0; o < n; o++) {
+            if (!ok) {
+                y[i * n + o] = NAN;
+                continue;
+            }
+            const int8_t *xr = xq + i * k, *wr = qw + o * k;
+            int64_t acc = 0;
+            for (int64_t j = 0; j < k; j++) acc += (int32_t)xr[j] * (int32_t)wr[j];
+            y[i * n + o] = (float)acc * xs[i] * sw[o];
+        }
+}
+
 /* A kernel takes the weights of its own scheme only (qc_problem.scheme). */
 static int i8_el_plain(const qc_problem *p, qc_reason *why) {
     if (p->scheme == 0 || p->scheme == I8_SCHEME_PLAIN) return 1;
@@ -442,7 +497,12 @@ static qc_status int8_init(const qc_host_api *api, qc_host *host, char *err, siz
     kd.params = i8_params_smooth;
     kd.reference = (void (*)(void))i8_linear_smooth_ref;
     kd.eligible = i8_el_smooth;
-    return api->register_kernel(host, &kd);
+    st = api->register_kernel(host, &kd);
+    if (st != QC_OK) return st;
+    /* after the two references, so that CPU selection keeps picking them */
+    const i8_gpu_refs refs = {(void (*)(void))i8_quant_act_ref, (void (*)(void))i8_quant_act_smooth_ref,
+                              (void (*)(void))i8_linear_q_ref};
+    return i8_cuda_register(api, host, &refs);
 }
 
 QC_PLUGIN_EXPORT const qc_plugin_entry qcore_plugin_entry = {
