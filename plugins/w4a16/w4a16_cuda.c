@@ -256,6 +256,228 @@ static const char W4_GEMV_SRC[] =
     "    w4_gemv_go<W4_FMIN>(x, q, s, 0, mn, y, m, n, k, gs);\n"
     "}\n";
 
+/*
+ * Prefill GEMM (m >= 17): a 128 x 128 output tile per block of 8 warps (2 x 4,
+ * 64 x 32 each: 4 m16 x 4 n8 mma tiles), K in tiles of 128 through a
+ * 3-stage cp.async ring holding x (bf16, [128][128], rows padded to 272 B)
+ * and the packed codes ([128][64 B], rows padded to 80 B) as they are in
+ * memory.  Warps build the fragments from shared memory as the GEMV does from
+ * global memory (one group of codes per quad load, x permuted to match) and
+ * scale each group's partial sums into the accumulators; a group's scale,
+ * zero or minimum is loaded one K tile ahead into registers.  Tiles are
+ * ordered in groups of 8 row tiles so that neighbouring blocks share W in L2.
+ * Rows past m, columns past n and K past k are zero-filled and not stored.
+ */
+#define W4M_ST 3
+#define W4M_XS 272 /* bytes per x row in shared memory (256 + 16 against bank conflicts) */
+#define W4M_WS 80  /* bytes per code row (64 + 16) */
+#define W4M_STAGE (128 * W4M_XS + 128 * W4M_WS)
+#define W4M_SMEM (W4M_ST * W4M_STAGE)
+
+static const char W4_MMA_SRC[] =
+    "/* qcore w4a16 GEMM: y[m,n] = x[m,k] . W4[n,k]^T, bf16 x, mma.sync on exact (q - z), 128x128 tiles */\n" W4_DEV_COMMON
+    "#define W4M_ST 3\n"
+    "#define W4M_XS 272\n"
+    "#define W4M_WS 80\n"
+    "#define W4M_STAGE (128 * W4M_XS + 128 * W4M_WS)\n"
+    "#define W4M_GROUP 8\n"
+    "__device__ __forceinline__ void w4_cp16(unsigned dst, const void *src, bool valid) {\n"
+    "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(valid ? 16 : 0));\n"
+    "}\n"
+    "template <int S, int GW>\n"
+    "__device__ __forceinline__ void w4_mma_gemm(const u16 *x, const u8 *q, const u16 *sc, const u8 *zp,\n"
+    "                                            const u16 *mn, float *y, ll m, ll n, ll k, unsigned char *smem) {\n"
+    "    constexpr int G = 32 * GW, GT = 128 / G; /* groups per K tile */\n"
+    "    /* group data one K tile ahead, except for fmin, which has no registers to spare */\n"
+    "    constexpr bool PF = S != W4_FMIN;\n"
+    "    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;\n"
+    "    const int wm = warp >> 2, wn = warp & 3;\n"
+    "    const ll tiles_m = (m + 127) / 128, tiles_n = (n + 127) / 128;\n"
+    "    const ll bid = blockIdx.x, per_group = (ll)W4M_GROUP * tiles_n;\n"
+    "    const ll first_m = bid / per_group * W4M_GROUP, in_g = bid % per_group;\n"
+    "    const ll gsz = tiles_m - first_m < W4M_GROUP ? tiles_m - first_m : W4M_GROUP;\n"
+    "    const ll row0 = (first_m + in_g % gsz) * 128, col0 = in_g / gsz * 128;\n"
+    "    const int kt_n = (int)((k + 127) / 128), ng = (int)(k / G);\n"
+    "    const unsigned sbase = (unsigned)__cvta_generic_to_shared(smem);\n"
+    "    /* one stage: x 2048 chunks of 16 B (8 per thread), codes 512 (2 per thread) */\n"
+    "    auto load = [&](int stage, int kt) {\n"
+    "        const unsigned sx = sbase + stage * W4M_STAGE, sw = sx + 128 * W4M_XS;\n"
+    "        const ll k0 = (ll)kt * 128;\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < 8; i++) {\n"
+    "            const int idx = tid + 256 * i, r = idx >> 4, c = idx & 15;\n"
+    "            const bool ok = row0 + r < m && k0 + 8 * c < k;\n"
+    "            w4_cp16(sx + r * W4M_XS + 16 * c, ok ? (const void *)(x + (row0 + r) * k + k0 + 8 * c) : (const void *)x, ok);\n"
+    "        }\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < 2; i++) {\n"
+    "            const int idx = tid + 256 * i, r = idx >> 2, c = idx & 3;\n"
+    "            const bool ok = col0 + r < n && k0 + 32 * c < k;\n"
+    "            w4_cp16(sw + r * W4M_WS + 16 * c, ok ? (const void *)(q + (col0 + r) * (k / 2) + k0 / 2 + 16 * c) : (const void *)q, ok);\n"
+    "        }\n"
+    "    };\n"
+    "    /* group data of this lane's B rows (wn*32 + nj*8 + g), one K tile ahead */\n"
+    "    const u16 *sb[4];\n"
+    "    const u8 *zb[4];\n"
+    "    const u16 *mb[4];\n"
+    "#pragma unroll\n"
+    "    for (int nj = 0; nj < 4; nj++) {\n"
+    "        ll r = col0 + wn * 32 + nj * 8 + g;\n"
+    "        r = r < n ? r : n - 1;\n"
+    "        sb[nj] = sc + r * ng;\n"
+    "        zb[nj] = zp + r * ng;\n"
+    "        mb[nj] = mn + r * ng;\n"
+    "    }\n"
+    "    u32 meta[GT][4], metan[GT][4];\n"
+    "    auto load_meta = [&](int kt, u32 (*mt)[4]) {\n"
+    "#pragma unroll\n"
+    "        for (int gq = 0; gq < GT; gq++) {\n"
+    "            int gi = kt * GT + gq;\n"
+    "            gi = gi < ng ? gi : ng - 1;\n"
+    "#pragma unroll\n"
+    "            for (int nj = 0; nj < 4; nj++) {\n"
+    "                u32 v = __ldg(sb[nj] + gi);\n"
+    "                if (S == W4_ASYM) v |= (u32)__ldg(zb[nj] + gi) << 16;\n"
+    "                if (S == W4_FMIN) v |= (u32)__ldg(mb[nj] + gi) << 16;\n"
+    "                mt[gq][nj] = v;\n"
+    "            }\n"
+    "        }\n"
+    "    };\n"
+    "    float acc[4][4][4];\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < 4; i++)\n"
+    "#pragma unroll\n"
+    "        for (int j = 0; j < 4; j++)\n"
+    "#pragma unroll\n"
+    "            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;\n"
+    "#pragma unroll\n"
+    "    for (int st = 0; st < W4M_ST - 1; st++) {\n"
+    "        if (st < kt_n) load(st, st);\n"
+    "        asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
+    "    }\n"
+    "    if (PF) load_meta(0, meta);\n"
+    "    for (int kt = 0; kt < kt_n; kt++) {\n"
+    "        asm volatile(\"cp.async.wait_group %0;\\n\" ::\"n\"(W4M_ST - 2));\n"
+    "        __syncthreads(); /* tile kt is in; every warp is done with tile kt - 1's stage */\n"
+    "        if (kt + W4M_ST - 1 < kt_n) load((kt + W4M_ST - 1) % W4M_ST, kt + W4M_ST - 1);\n"
+    "        asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
+    "        if (PF && kt + 1 < kt_n) load_meta(kt + 1, metan);\n"
+    "        if (!PF) load_meta(kt, meta);\n"
+    "        const unsigned char *xs = smem + (kt % W4M_ST) * W4M_STAGE;\n"
+    "        const unsigned char *ws = xs + 128 * W4M_XS;\n"
+    "#pragma unroll\n"
+    "        for (int gq = 0; gq < GT; gq++) {\n"
+    "            if ((ll)kt * 128 + gq * G >= k) break; /* uniform: the K tail */\n"
+    "            float part[4][4][4], xsum[4][2]; /* xsum: rows g and g + 8 (all columns alike) */\n"
+    "#pragma unroll\n"
+    "            for (int i = 0; i < 4; i++)\n"
+    "#pragma unroll\n"
+    "                for (int e = 0; e < 4; e++) {\n"
+    "                    if (e < 2) xsum[i][e] = 0.f;\n"
+    "#pragma unroll\n"
+    "                    for (int j = 0; j < 4; j++) part[i][j][e] = 0.f;\n"
+    "                }\n"
+    "#pragma unroll (S == W4_FMIN ? 1 : GW) /* fmin: one word at a time, its registers are short */\n"
+    "            for (int j = 0; j < GW; j++) {\n"
+    "                u32 b[4][4];\n"
+    "#pragma unroll\n"
+    "                for (int nj = 0; nj < 4; nj++)\n"
+    "                    w4_deq(*(const u32 *)(ws + (wn * 32 + nj * 8 + g) * W4M_WS + gq * (G / 2) + 4 * GW * t + 4 * j),\n"
+    "                           S == W4_ASYM ? w4_negz(meta[gq][nj] >> 16) : W4_NEG136, b[nj]);\n"
+    "#pragma unroll\n"
+    "                for (int mi = 0; mi < 4; mi++) {\n"
+    "                    const unsigned char *p = xs + (wm * 64 + mi * 16 + g) * W4M_XS + 2 * (gq * G + 8 * GW * t + 8 * j);\n"
+    "                    u32 a[4], a8[4];\n"
+    "                    w4_xperm(*(const uint4 *)p, a);\n"
+    "                    w4_xperm(*(const uint4 *)(p + 8 * W4M_XS), a8);\n"
+    "#pragma unroll\n"
+    "                    for (int nj = 0; nj < 4; nj++) {\n"
+    "                        w4_mma(part[mi][nj], a[0], a8[0], a[1], a8[1], b[nj][0], b[nj][1]);\n"
+    "                        w4_mma(part[mi][nj], a[2], a8[2], a[3], a8[3], b[nj][2], b[nj][3]);\n"
+    "                    }\n"
+    "                    if (S == W4_FMIN) {\n"
+    "                        float xt[4] = {0.f, 0.f, 0.f, 0.f};\n"
+    "                        w4_mma(xt, a[0], a8[0], a[1], a8[1], W4_ONES, W4_ONES);\n"
+    "                        w4_mma(xt, a[2], a8[2], a[3], a8[3], W4_ONES, W4_ONES);\n"
+    "                        xsum[mi][0] += xt[0];\n"
+    "                        xsum[mi][1] += xt[2];\n"
+    "                    }\n"
+    "                }\n"
+    "            }\n"
+    "            /* accumulator columns 2t, 2t+1 of an n8 tile are the B rows of lanes 8t and 8t + 4 */\n"
+    "#pragma unroll\n"
+    "            for (int nj = 0; nj < 4; nj++) {\n"
+    "                const u32 c0 = __shfl_sync(0xffffffffu, meta[gq][nj], 8 * t);\n"
+    "                const u32 c1 = __shfl_sync(0xffffffffu, meta[gq][nj], 8 * t + 4);\n"
+    "                const float s0 = w4_h2f((u16)(c0 & 0xffffu)), s1 = w4_h2f((u16)(c1 & 0xffffu));\n"
+    "                float m0 = 0.f, m1 = 0.f;\n"
+    "                if (S == W4_FMIN) {\n"
+    "                    m0 = fmaf(8.f, s0, w4_h2f((u16)(c0 >> 16)));\n"
+    "                    m1 = fmaf(8.f, s1, w4_h2f((u16)(c1 >> 16)));\n"
+    "                }\n"
+    "#pragma unroll\n"
+    "                for (int mi = 0; mi < 4; mi++)\n"
+    "#pragma unroll\n"
+    "                    for (int e = 0; e < 4; e++) {\n"
+    "                        const float s = (e & 1) ? s1 : s0;\n"
+    "                        if (S == W4_FMIN)\n"
+    "                            acc[mi][nj][e] = fmaf(s, part[mi][nj][e], fmaf((e & 1) ? m1 : m0, xsum[mi][e >> 1], acc[mi][nj][e]));\n"
+    "                        else\n"
+    "                            acc[mi][nj][e] = fmaf(s, part[mi][nj][e], acc[mi][nj][e]);\n"
+    "                    }\n"
+    "            }\n"
+    "        }\n"
+    "        if (PF && kt + 1 < kt_n) {\n"
+    "#pragma unroll\n"
+    "            for (int gq = 0; gq < GT; gq++)\n"
+    "#pragma unroll\n"
+    "                for (int nj = 0; nj < 4; nj++) meta[gq][nj] = metan[gq][nj];\n"
+    "        }\n"
+    "    }\n"
+    "    asm volatile(\"cp.async.wait_group 0;\\n\" ::);\n"
+    "#pragma unroll\n"
+    "    for (int mi = 0; mi < 4; mi++)\n"
+    "#pragma unroll\n"
+    "        for (int nj = 0; nj < 4; nj++)\n"
+    "#pragma unroll\n"
+    "            for (int h = 0; h < 2; h++) {\n"
+    "                const ll r = row0 + wm * 64 + mi * 16 + g + 8 * h, cn = col0 + wn * 32 + nj * 8 + 2 * t;\n"
+    "                if (r < m && cn < n) *(float2 *)(y + r * n + cn) = make_float2(acc[mi][nj][2 * h], acc[mi][nj][2 * h + 1]);\n"
+    "            }\n"
+    "}\n"
+    "template <int S>\n"
+    "__device__ __forceinline__ void w4_mma_go(const u16 *x, const u8 *q, const u16 *sc, const u8 *zp,\n"
+    "                                          const u16 *mn, float *y, ll m, ll n, ll k, ll gs) {\n"
+    "    extern __shared__ __align__(128) unsigned char smem[];\n"
+    "    if (m <= 0 || n <= 0 || k <= 0) return;\n"
+    "    if (gs == 128) w4_mma_gemm<S, 4>(x, q, sc, zp, mn, y, m, n, k, smem);\n"
+    "    else if (gs == 64) w4_mma_gemm<S, 2>(x, q, sc, zp, mn, y, m, n, k, smem);\n"
+    "    else if (gs == 32) w4_mma_gemm<S, 1>(x, q, sc, zp, mn, y, m, n, k, smem);\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256, 1) qc_w4_mma_sym(const u16 *x, const u8 *q, const u16 *s,\n"
+    "        float *y, ll m, ll n, ll k, ll gs) {\n"
+    "    w4_mma_go<W4_SYM>(x, q, s, 0, 0, y, m, n, k, gs);\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256, 1) qc_w4_mma_asym(const u16 *x, const u8 *q, const u16 *s,\n"
+    "        const u8 *z, float *y, ll m, ll n, ll k, ll gs) {\n"
+    "    w4_mma_go<W4_ASYM>(x, q, s, z, 0, y, m, n, k, gs);\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256, 1) qc_w4_mma_fmin(const u16 *x, const u8 *q, const u16 *s,\n"
+    "        const u16 *mn, float *y, ll m, ll n, ll k, ll gs) {\n"
+    "    w4_mma_go<W4_FMIN>(x, q, s, 0, mn, y, m, n, k, gs);\n"
+    "}\n";
+
+static void w4_mma_dims(const qc_problem *p, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    int64_t tm = p->m > 0 ? (p->m + 127) / 128 : 0, tn = p->n > 0 ? (p->n + 127) / 128 : 0;
+    int64_t tiles = tm * tn;
+    d->grid[0] = tiles > 0 && tiles <= 0x7fffffffLL ? (uint32_t)tiles : 0;
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = 256;
+    d->block[1] = d->block[2] = 1;
+    d->shared_bytes = W4M_SMEM;
+}
+
 /* The device's choice of K splits, kept in step with w4_gemv_ks above. */
 static int w4_gemv_ks(int64_t n, int64_t k, int64_t g) {
     int64_t rowsets = (n + 15) / 16, ng = k / g;
@@ -348,6 +570,18 @@ W4_GPU_ELIGIBLE(w4_el_gemv_sym, w4_gemv_ok, W4A16_SCHEME_SYM, "w4a16.gemv_sym")
 W4_GPU_ELIGIBLE(w4_el_gemv_asym, w4_gemv_ok, W4A16_SCHEME_ASYM, "w4a16.gemv_asym")
 W4_GPU_ELIGIBLE(w4_el_gemv_fmin, w4_gemv_ok, W4A16_SCHEME_FMIN, "w4a16.gemv_fmin")
 
+static int w4_mma_ok(const qc_problem *p, uint32_t want, const char *id, qc_reason *why) {
+    if (!w4_gpu_takes(p, want, id, why)) return 0;
+    if (p->m < 1 || ((p->m + 127) / 128) > 0x7fffffffLL / ((p->n + 127) / 128)) {
+        w4_why(why, "m_range", "%s: m = %lld gives more 128x128 tiles than a grid holds", id, (long long)p->m);
+        return 0;
+    }
+    return 1;
+}
+W4_GPU_ELIGIBLE(w4_el_mma_sym, w4_mma_ok, W4A16_SCHEME_SYM, "w4a16.mma_sym")
+W4_GPU_ELIGIBLE(w4_el_mma_asym, w4_mma_ok, W4A16_SCHEME_ASYM, "w4a16.mma_asym")
+W4_GPU_ELIGIBLE(w4_el_mma_fmin, w4_mma_ok, W4A16_SCHEME_FMIN, "w4a16.mma_fmin")
+
 /* ---- parameters and registration ---- */
 
 #define GP_HEAD {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}
@@ -378,6 +612,13 @@ static const w4_gpu_row w4_gpu_kernels[] = {
             w4_gemv_dims, 1, 16, 80, QC_SM_ANY),
     W4_GROW("w4a16.gemv_fmin", "qc_w4_gemv_fmin", W4_GEMV_SRC, w4_gp_fmin, w4_ref_fmin_bx, w4_el_gemv_fmin,
             w4_gemv_dims, 1, 16, 80, QC_SM_ANY),
+    /* m_min 17: above the GEMV's range; it runs any m >= 1 */
+    W4_GROW("w4a16.mma_sym", "qc_w4_mma_sym", W4_MMA_SRC, w4_gp_sym, w4_ref_sym_bx, w4_el_mma_sym, w4_mma_dims, 17, 0,
+            80, QC_SM_ANY),
+    W4_GROW("w4a16.mma_asym", "qc_w4_mma_asym", W4_MMA_SRC, w4_gp_asym, w4_ref_asym_bx, w4_el_mma_asym, w4_mma_dims,
+            17, 0, 80, QC_SM_ANY),
+    W4_GROW("w4a16.mma_fmin", "qc_w4_mma_fmin", W4_MMA_SRC, w4_gp_fmin, w4_ref_fmin_bx, w4_el_mma_fmin, w4_mma_dims,
+            17, 0, 80, QC_SM_ANY),
 };
 
 /* Registered after the C-only reference kernels, so CPU selection (which
