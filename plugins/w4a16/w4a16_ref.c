@@ -5,6 +5,7 @@
 #include "w4a16_impl.h"
 
 qc_status w4_register_kernels(const qc_host_api *api, qc_host *host);
+qc_status w4_register_gpu_kernels(const qc_host_api *api, qc_host *host); /* w4a16_cuda.c */
 
 /* Tiles: W4_MB rows of x by W4_NB rows of W over W4_KC stored columns.
  * The tiling changes only the traversal: each output is still one f32 sum
@@ -154,7 +155,7 @@ qc_status w4_register_kernels(const qc_host_api *api, qc_host *host) {
             .phases = QC_PHASE_ANY,
             .m_min = 1,
             .m_max = 0,
-            .arch = {80, QC_SM_ANY}, /* for the CUDA version to come */
+            .arch = {80, QC_SM_ANY}, /* C only: the GPU kernels are w4a16_cuda.c's */
             .n_params = r->n_params,
             .params = r->params,
             .reference = r->reference,
@@ -163,5 +164,5 @@ qc_status w4_register_kernels(const qc_host_api *api, qc_host *host) {
         qc_status st = api->register_kernel(host, &d);
         if (st != QC_OK) return st;
     }
-    return QC_OK;
+    return w4_register_gpu_kernels(api, host);
 }

@@ -1,0 +1,649 @@
+/* w4a16_cuda.c - the w4a16 GPU kernels (tensor-core GEMV for decode, mma.sync GEMM for prefill) and their C references. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "w4a16_impl.h"
+
+qc_status w4_register_gpu_kernels(const qc_host_api *api, qc_host *host);
+
+/*
+ * Both kernels compute y[m,n] = x[m,k] . W[n,k]^T with x bf16 ("x.bf16"),
+ * W in pack_version 1 (row-major nibbles, per-row group scales) and f32
+ * accumulation on the tensor cores (mma.sync m16n8k16 bf16), never writing
+ * a dequantized W anywhere.
+ *
+ * Exactness: the tensor cores multiply x (bf16) by the integer q - z, which
+ * bf16 holds exactly (-15..15), so every product is exact; the partial sums
+ * of one group are then scaled in f32: acc += s * sum_group(x (q - z)).
+ * sym uses z = 8, asym the group's zero.  fmin (w = d q + m) is computed as
+ * d (q - 8) + (m + 8 d): acc += d * sum(x (q - 8)) + (m + 8 d) * sum(x),
+ * with sum(x) from one more mma against a B of ones.  Only the order and
+ * grouping of the f32 sums differ from the C reference (and, for fmin, the
+ * rounding of m + 8 d), see docs/formats/w4a16.md "GPU kernels".
+ *
+ * Fragments without a repack: a quad of lanes (t = lane & 3) shares one row
+ * of W (the mma's B column g = lane >> 2).  For a group of g = 32 GW codes,
+ * lane t loads GW consecutive 32-bit words of its row at codes
+ * 8 GW t + 8 j (j < GW), so one load instruction of the quad covers exactly
+ * one group.  A word holds codes e = 0..7 at bits 4e; lop3 builds the bf16
+ * pairs (128 + q_e, 128 + q_e+4) for e = 0..3 (no shifts of the pair), one
+ * bf16x2 fma subtracts 128 + z exactly.  The 16 k slots of an mma need not
+ * be in K order, only the same for A and B: slot pairs (2t, 2t+1) and
+ * (2t+8, 2t+9) take codes (0,4), (1,5) in the first mma of a word and
+ * (2,6), (3,7) in the second, and x's 8 matching bf16 (one 16-byte load)
+ * are put in the same order with 4 byte permutes.
+ */
+
+/* ---- device code shared by both kernels ---- */
+
+#define W4_DEV_COMMON                                                                                              \
+    "typedef unsigned int u32;\n"                                                                                  \
+    "typedef unsigned short u16;\n"                                                                                \
+    "typedef unsigned char u8;\n"                                                                                  \
+    "typedef long long ll;\n"                                                                                      \
+    "#define W4_SYM 1\n"                                                                                           \
+    "#define W4_ASYM 2\n"                                                                                          \
+    "#define W4_FMIN 3\n"                                                                                          \
+    "#define W4_ONES 0x3F803F80u /* bf16x2 (1, 1) */\n"                                                            \
+    "#define W4_NEG136 0xC308C308u /* bf16x2 (-136, -136): 128 + z for z = 8 */\n"                                 \
+    "__device__ __forceinline__ void w4_mma(float *d, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {\n"         \
+    "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \"\n"                                  \
+    "                 \"{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"                               \
+    "                 : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"                                   \
+    "                 : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n"                       \
+    "}\n"                                                                                                          \
+    "__device__ __forceinline__ float w4_h2f(u16 h) {\n"                                                           \
+    "    float f;\n"                                                                                               \
+    "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"                                                   \
+    "    return f;\n"                                                                                              \
+    "}\n"                                                                                                          \
+    "/* bf16x2 -(128 + z) in both halves */\n"                                                                     \
+    "__device__ __forceinline__ u32 w4_negz(u32 z) { return (0xC300u | z) * 0x10001u; }\n"                          \
+    "/* (128 + q) pairs minus (128 + z): exact */\n"                                                               \
+    "__device__ __forceinline__ u32 w4_sub(u32 v, u32 negz) {\n"                                                   \
+    "    u32 d;\n"                                                                                                 \
+    "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(v), \"r\"(W4_ONES), \"r\"(negz));\n"             \
+    "    return d;\n"                                                                                              \
+    "}\n"                                                                                                          \
+    "/* one word of 8 codes -> B pairs (q-z) for codes (0,4), (1,5), (2,6), (3,7) */\n"                             \
+    "__device__ __forceinline__ void w4_deq(u32 w, u32 negz, u32 *b) {\n"                                          \
+    "    b[0] = w4_sub((w & 0x000F000Fu) | 0x43004300u, negz);\n"                                                  \
+    "    b[1] = w4_sub(((w >> 4) & 0x000F000Fu) | 0x43004300u, negz);\n"                                           \
+    "    b[2] = w4_sub(((w >> 8) & 0x000F000Fu) | 0x43004300u, negz);\n"                                           \
+    "    b[3] = w4_sub(((w >> 12) & 0x000F000Fu) | 0x43004300u, negz);\n"                                          \
+    "}\n"                                                                                                          \
+    "/* 8 bf16 of x (e0..e7) -> A pairs in the same order: (e0,e4), (e1,e5), (e2,e6), (e3,e7) */\n"                 \
+    "__device__ __forceinline__ void w4_xperm(uint4 v, u32 *a) {\n"                                                \
+    "    a[0] = __byte_perm(v.x, v.z, 0x5410);\n"                                                                  \
+    "    a[1] = __byte_perm(v.x, v.z, 0x7632);\n"                                                                  \
+    "    a[2] = __byte_perm(v.y, v.w, 0x5410);\n"                                                                  \
+    "    a[3] = __byte_perm(v.y, v.w, 0x7632);\n"                                                                  \
+    "}\n"                                                                                                          \
+    "template <int GW> __device__ __forceinline__ void w4_ldq(const u8 *p, u32 *w) {\n"                            \
+    "    if constexpr (GW == 4) {\n"                                                                               \
+    "        uint4 v = __ldg((const uint4 *)p);\n"                                                                 \
+    "        w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;\n"                                                    \
+    "    } else if constexpr (GW == 2) {\n"                                                                        \
+    "        uint2 v = __ldg((const uint2 *)p);\n"                                                                 \
+    "        w[0] = v.x; w[1] = v.y;\n"                                                                            \
+    "    } else {\n"                                                                                               \
+    "        w[0] = __ldg((const unsigned int *)p);\n"                                                             \
+    "    }\n"                                                                                                      \
+    "}\n"
+
+/*
+ * GEMV (1 <= m <= 16): a warp owns 16 rows of W (two n8 tiles; lane g
+ * reads rows n0 + g and n0 + 8 + g) and every ks-th group of K; its 8 - 8/ks
+ * sibling warps in the block (ks = 1, 2, 4 or 8, chosen from n and k so
+ * that about 2048 warps stream) take the other groups, and the partial sums
+ * meet in shared memory.  Per iteration a lane issues 8/GW groups' loads of
+ * both rows (64 bytes of codes) plus their scales before any math.  x rows
+ * (16-byte loads through the read-only path, L1/L2 resident) feed the A
+ * fragment's rows g (and g + 8 when m > 8); rows past m are zeros.
+ */
+#define W4G_WARPS 8
+#define W4G_WANT 2048
+
+static const char W4_GEMV_SRC[] =
+    "/* qcore w4a16 GEMV: y[m,n] = x[m,k] . W4[n,k]^T, m <= 16, bf16 x, mma.sync on exact (q - z) */\n" W4_DEV_COMMON
+    "#define W4G_WARPS 8\n"
+    "#define W4G_WANT 2048\n"
+    "__device__ __forceinline__ int w4_gemv_ks(ll n, ll k, ll g) {\n"
+    "    ll rowsets = (n + 15) / 16, ng = k / g;\n"
+    "    int ks = 1;\n"
+    "    while (ks < 8 && rowsets * ks < W4G_WANT && 2 * ks <= ng) ks *= 2;\n"
+    "    return ks;\n"
+    "}\n"
+    "template <int S, int GW, bool H8>\n"
+    "__device__ __forceinline__ void w4_gemv(const u16 *x, const u8 *q, const u16 *sc, const u8 *zp,\n"
+    "                                        const u16 *mn, float *y, ll m, ll n, ll k, float (*red)[8][32]) {\n"
+    "    /* U groups in flight per lane: 64 bytes of codes at m <= 8, less where registers run short */\n"
+    "    constexpr int UB = (H8 && S != W4_ASYM) ? 8 : 4, G = 32 * GW, U = UB / GW > 0 ? UB / GW : 1;\n"
+    "    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;\n"
+    "    const ll ng = k / G;\n"
+    "    const int ks = w4_gemv_ks(n, k, G), per = W4G_WARPS / ks;\n"
+    "    const int rs = warp % per, kp = warp / per;\n"
+    "    const ll n0 = ((ll)blockIdx.x * per + rs) * 16;\n"
+    "    const bool live = n0 < n, tile1 = n0 + 8 < n;\n"
+    "    /* B rows (codes and their group data) and accumulator columns of this lane, per tile */\n"
+    "    const ll rb[2] = {live ? n0 + g : 0, tile1 ? n0 + 8 + g : 0};\n"
+    "    const ll rc[2] = {live ? n0 + 2 * t : 0, tile1 ? n0 + 8 + 2 * t : 0};\n"
+    "    const u8 *qb[2] = {q + rb[0] * (k / 2) + 4 * GW * t, q + rb[1] * (k / 2) + 4 * GW * t};\n"
+    "    const u16 *sb[2] = {sc + rb[0] * ng, sc + rb[1] * ng};\n"
+    "    const u8 *zb[2] = {zp + rb[0] * ng, zp + rb[1] * ng};\n"
+    "    const u16 *mb[2] = {mn + rb[0] * ng, mn + rb[1] * ng};\n"
+    "    const bool xg = g < m, xg8 = !H8 && g + 8 < m;\n"
+    "    const u16 *x0 = x + (xg ? (ll)g * k : 0) + 8 * GW * t;\n"
+    "    const u16 *x8 = x + (xg8 ? (ll)(g + 8) * k : 0) + 8 * GW * t;\n"
+    "    float acc[2][4];\n"
+    "#pragma unroll\n"
+    "    for (int T = 0; T < 2; T++)\n"
+    "#pragma unroll\n"
+    "        for (int e = 0; e < 4; e++) acc[T][e] = 0.f;\n"
+    "    if (live) {\n"
+    "        for (int s0 = kp; s0 < (int)ng; s0 += ks * U) {\n"
+    "            /* meta: the f16 scale of this lane's B row, its zero (asym) or f16 min (fmin) above */\n"
+    "            u32 wq[U][2][GW], meta[U][2];\n"
+    "#pragma unroll\n"
+    "            for (int u = 0; u < U; u++) {\n"
+    "                const int gi0 = s0 + ks * u, gi = gi0 < (int)ng ? gi0 : s0;\n"
+    "#pragma unroll\n"
+    "                for (int T = 0; T < 2; T++) {\n"
+    "                    w4_ldq<GW>(qb[T] + gi * (G / 2), wq[u][T]);\n"
+    "                    meta[u][T] = __ldg(sb[T] + gi);\n"
+    "                    if (S == W4_ASYM) meta[u][T] |= (u32)__ldg(zb[T] + gi) << 16;\n"
+    "                    if (S == W4_FMIN) meta[u][T] |= (u32)__ldg(mb[T] + gi) << 16;\n"
+    "                }\n"
+    "            }\n"
+    "#pragma unroll\n"
+    "            for (int u = 0; u < U; u++) {\n"
+    "                const int gi = s0 + ks * u;\n"
+    "                if (gi >= (int)ng) break; /* uniform across the warp */\n"
+    "                float part[2][4], xs[4] = {0.f, 0.f, 0.f, 0.f};\n"
+    "#pragma unroll\n"
+    "                for (int T = 0; T < 2; T++)\n"
+    "#pragma unroll\n"
+    "                    for (int e = 0; e < 4; e++) part[T][e] = 0.f;\n"
+    "#pragma unroll\n"
+    "                for (int j = 0; j < GW; j++) {\n"
+    "                    const int off = gi * G + 8 * j;\n"
+    "                    uint4 v0 = xg ? __ldg((const uint4 *)(x0 + off)) : make_uint4(0, 0, 0, 0);\n"
+    "                    uint4 v8 = xg8 ? __ldg((const uint4 *)(x8 + off)) : make_uint4(0, 0, 0, 0);\n"
+    "                    u32 a[4], a8[4] = {0, 0, 0, 0};\n"
+    "                    w4_xperm(v0, a);\n"
+    "                    if (!H8) w4_xperm(v8, a8);\n"
+    "#pragma unroll\n"
+    "                    for (int T = 0; T < 2; T++) {\n"
+    "                        u32 b[4];\n"
+    "                        w4_deq(wq[u][T][j], S == W4_ASYM ? w4_negz(meta[u][T] >> 16) : W4_NEG136, b);\n"
+    "                        w4_mma(part[T], a[0], a8[0], a[1], a8[1], b[0], b[1]);\n"
+    "                        w4_mma(part[T], a[2], a8[2], a[3], a8[3], b[2], b[3]);\n"
+    "                    }\n"
+    "                    if (S == W4_FMIN) {\n"
+    "                        w4_mma(xs, a[0], a8[0], a[1], a8[1], W4_ONES, W4_ONES);\n"
+    "                        w4_mma(xs, a[2], a8[2], a[3], a8[3], W4_ONES, W4_ONES);\n"
+    "                    }\n"
+    "                }\n"
+    "                /* accumulator columns 2t, 2t+1 are the B rows of lanes 8t and 8t + 4 */\n"
+    "#pragma unroll\n"
+    "                for (int T = 0; T < 2; T++) {\n"
+    "                    const u32 c0 = __shfl_sync(0xffffffffu, meta[u][T], 8 * t);\n"
+    "                    const u32 c1 = __shfl_sync(0xffffffffu, meta[u][T], 8 * t + 4);\n"
+    "#pragma unroll\n"
+    "                    for (int e = 0; e < 4; e++) {\n"
+    "                        if (H8 && e >= 2) continue;\n"
+    "                        const u32 c = (e & 1) ? c1 : c0;\n"
+    "                        const float s = w4_h2f((u16)(c & 0xffffu));\n"
+    "                        if (S == W4_FMIN) {\n"
+    "                            const float mc = fmaf(8.f, s, w4_h2f((u16)(c >> 16)));\n"
+    "                            acc[T][e] = fmaf(s, part[T][e], fmaf(mc, xs[e], acc[T][e]));\n"
+    "                        } else {\n"
+    "                            acc[T][e] = fmaf(s, part[T][e], acc[T][e]);\n"
+    "                        }\n"
+    "                    }\n"
+    "                }\n"
+    "            }\n"
+    "        }\n"
+    "    }\n"
+    "    if (ks > 1) { /* the K splits of a row set meet in shared memory */\n"
+    "#pragma unroll\n"
+    "        for (int T = 0; T < 2; T++)\n"
+    "#pragma unroll\n"
+    "            for (int e = 0; e < 4; e++) red[warp][T * 4 + e][lane] = acc[T][e];\n"
+    "        __syncthreads();\n"
+    "        if (kp != 0) return;\n"
+    "        for (int p = 1; p < ks; p++)\n"
+    "#pragma unroll\n"
+    "            for (int T = 0; T < 2; T++)\n"
+    "#pragma unroll\n"
+    "                for (int e = 0; e < 4; e++) acc[T][e] += red[p * per + rs][T * 4 + e][lane];\n"
+    "    }\n"
+    "    if (!live) return;\n"
+    "#pragma unroll\n"
+    "    for (int T = 0; T < 2; T++) {\n"
+    "        if (T == 1 && !tile1) break;\n"
+    "        if (xg) *(float2 *)(y + (ll)g * n + rc[T]) = make_float2(acc[T][0], acc[T][1]);\n"
+    "        if (xg8) *(float2 *)(y + (ll)(g + 8) * n + rc[T]) = make_float2(acc[T][2], acc[T][3]);\n"
+    "    }\n"
+    "}\n"
+    "template <int S>\n"
+    "__device__ __forceinline__ void w4_gemv_go(const u16 *x, const u8 *q, const u16 *sc, const u8 *zp,\n"
+    "                                           const u16 *mn, float *y, ll m, ll n, ll k, ll gs) {\n"
+    "    __shared__ float red[W4G_WARPS][8][32];\n"
+    "    if (m <= 0 || m > 16 || n <= 0 || k <= 0) return;\n"
+    "    const bool h8 = m <= 8;\n"
+    "    if (gs == 128) {\n"
+    "        if (h8) w4_gemv<S, 4, true>(x, q, sc, zp, mn, y, m, n, k, red);\n"
+    "        else w4_gemv<S, 4, false>(x, q, sc, zp, mn, y, m, n, k, red);\n"
+    "    } else if (gs == 64) {\n"
+    "        if (h8) w4_gemv<S, 2, true>(x, q, sc, zp, mn, y, m, n, k, red);\n"
+    "        else w4_gemv<S, 2, false>(x, q, sc, zp, mn, y, m, n, k, red);\n"
+    "    } else if (gs == 32) {\n"
+    "        if (h8) w4_gemv<S, 1, true>(x, q, sc, zp, mn, y, m, n, k, red);\n"
+    "        else w4_gemv<S, 1, false>(x, q, sc, zp, mn, y, m, n, k, red);\n"
+    "    }\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256, 2) qc_w4_gemv_sym(const u16 *x, const u8 *q, const u16 *s,\n"
+    "        float *y, ll m, ll n, ll k, ll gs) {\n"
+    "    w4_gemv_go<W4_SYM>(x, q, s, 0, 0, y, m, n, k, gs);\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256, 2) qc_w4_gemv_asym(const u16 *x, const u8 *q, const u16 *s,\n"
+    "        const u8 *z, float *y, ll m, ll n, ll k, ll gs) {\n"
+    "    w4_gemv_go<W4_ASYM>(x, q, s, z, 0, y, m, n, k, gs);\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256, 2) qc_w4_gemv_fmin(const u16 *x, const u8 *q, const u16 *s,\n"
+    "        const u16 *mn, float *y, ll m, ll n, ll k, ll gs) {\n"
+    "    w4_gemv_go<W4_FMIN>(x, q, s, 0, mn, y, m, n, k, gs);\n"
+    "}\n";
+
+/*
+ * Prefill GEMM (m >= 17): a 128 x 128 output tile per block of 8 warps (2 x 4,
+ * 64 x 32 each: 4 m16 x 4 n8 mma tiles), K in tiles of 128 through a
+ * 3-stage cp.async ring holding x (bf16, [128][128], rows padded to 272 B)
+ * and the packed codes ([128][64 B], rows padded to 80 B) as they are in
+ * memory.  Warps build the fragments from shared memory as the GEMV does from
+ * global memory (one group of codes per quad load, x permuted to match) and
+ * scale each group's partial sums into the accumulators; a group's scale,
+ * zero or minimum is loaded one K tile ahead into registers.  Tiles are
+ * ordered in groups of 8 row tiles so that neighbouring blocks share W in L2.
+ * Rows past m, columns past n and K past k are zero-filled and not stored.
+ */
+#define W4M_ST 3
+#define W4M_XS 272 /* bytes per x row in shared memory (256 + 16 against bank conflicts) */
+#define W4M_WS 80  /* bytes per code row (64 + 16) */
+#define W4M_STAGE (128 * W4M_XS + 128 * W4M_WS)
+#define W4M_SMEM (W4M_ST * W4M_STAGE)
+
+static const char W4_MMA_SRC[] =
+    "/* qcore w4a16 GEMM: y[m,n] = x[m,k] . W4[n,k]^T, bf16 x, mma.sync on exact (q - z), 128x128 tiles */\n" W4_DEV_COMMON
+    "#define W4M_ST 3\n"
+    "#define W4M_XS 272\n"
+    "#define W4M_WS 80\n"
+    "#define W4M_STAGE (128 * W4M_XS + 128 * W4M_WS)\n"
+    "#define W4M_GROUP 8\n"
+    "__device__ __forceinline__ void w4_cp16(unsigned dst, const void *src, bool valid) {\n"
+    "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(valid ? 16 : 0));\n"
+    "}\n"
+    "template <int S, int GW>\n"
+    "__device__ __forceinline__ void w4_mma_gemm(const u16 *x, const u8 *q, const u16 *sc, const u8 *zp,\n"
+    "                                            const u16 *mn, float *y, ll m, ll n, ll k, unsigned char *smem) {\n"
+    "    constexpr int G = 32 * GW, GT = 128 / G; /* groups per K tile */\n"
+    "    /* group data one K tile ahead, except for fmin, which has no registers to spare */\n"
+    "    constexpr bool PF = S != W4_FMIN;\n"
+    "    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;\n"
+    "    const int wm = warp >> 2, wn = warp & 3;\n"
+    "    const ll tiles_m = (m + 127) / 128, tiles_n = (n + 127) / 128;\n"
+    "    const ll bid = blockIdx.x, per_group = (ll)W4M_GROUP * tiles_n;\n"
+    "    const ll first_m = bid / per_group * W4M_GROUP, in_g = bid % per_group;\n"
+    "    const ll gsz = tiles_m - first_m < W4M_GROUP ? tiles_m - first_m : W4M_GROUP;\n"
+    "    const ll row0 = (first_m + in_g % gsz) * 128, col0 = in_g / gsz * 128;\n"
+    "    const int kt_n = (int)((k + 127) / 128), ng = (int)(k / G);\n"
+    "    const unsigned sbase = (unsigned)__cvta_generic_to_shared(smem);\n"
+    "    /* one stage: x 2048 chunks of 16 B (8 per thread), codes 512 (2 per thread) */\n"
+    "    auto load = [&](int stage, int kt) {\n"
+    "        const unsigned sx = sbase + stage * W4M_STAGE, sw = sx + 128 * W4M_XS;\n"
+    "        const ll k0 = (ll)kt * 128;\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < 8; i++) {\n"
+    "            const int idx = tid + 256 * i, r = idx >> 4, c = idx & 15;\n"
+    "            const bool ok = row0 + r < m && k0 + 8 * c < k;\n"
+    "            w4_cp16(sx + r * W4M_XS + 16 * c, ok ? (const void *)(x + (row0 + r) * k + k0 + 8 * c) : (const void *)x, ok);\n"
+    "        }\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < 2; i++) {\n"
+    "            const int idx = tid + 256 * i, r = idx >> 2, c = idx & 3;\n"
+    "            const bool ok = col0 + r < n && k0 + 32 * c < k;\n"
+    "            w4_cp16(sw + r * W4M_WS + 16 * c, ok ? (const void *)(q + (col0 + r) * (k / 2) + k0 / 2 + 16 * c) : (const void *)q, ok);\n"
+    "        }\n"
+    "    };\n"
+    "    /* group data of this lane's B rows (wn*32 + nj*8 + g), one K tile ahead */\n"
+    "    const u16 *sb[4];\n"
+    "    const u8 *zb[4];\n"
+    "    const u16 *mb[4];\n"
+    "#pragma unroll\n"
+    "    for (int nj = 0; nj < 4; nj++) {\n"
+    "        ll r = col0 + wn * 32 + nj * 8 + g;\n"
+    "        r = r < n ? r : n - 1;\n"
+    "        sb[nj] = sc + r * ng;\n"
+    "        zb[nj] = zp + r * ng;\n"
+    "        mb[nj] = mn + r * ng;\n"
+    "    }\n"
+    "    u32 meta[GT][4], metan[GT][4];\n"
+    "    auto load_meta = [&](int kt, u32 (*mt)[4]) {\n"
+    "#pragma unroll\n"
+    "        for (int gq = 0; gq < GT; gq++) {\n"
+    "            int gi = kt * GT + gq;\n"
+    "            gi = gi < ng ? gi : ng - 1;\n"
+    "#pragma unroll\n"
+    "            for (int nj = 0; nj < 4; nj++) {\n"
+    "                u32 v = __ldg(sb[nj] + gi);\n"
+    "                if (S == W4_ASYM) v |= (u32)__ldg(zb[nj] + gi) << 16;\n"
+    "                if (S == W4_FMIN) v |= (u32)__ldg(mb[nj] + gi) << 16;\n"
+    "                mt[gq][nj] = v;\n"
+    "            }\n"
+    "        }\n"
+    "    };\n"
+    "    float acc[4][4][4];\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < 4; i++)\n"
+    "#pragma unroll\n"
+    "        for (int j = 0; j < 4; j++)\n"
+    "#pragma unroll\n"
+    "            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;\n"
+    "#pragma unroll\n"
+    "    for (int st = 0; st < W4M_ST - 1; st++) {\n"
+    "        if (st < kt_n) load(st, st);\n"
+    "        asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
+    "    }\n"
+    "    if (PF) load_meta(0, meta);\n"
+    "    for (int kt = 0; kt < kt_n; kt++) {\n"
+    "        asm volatile(\"cp.async.wait_group %0;\\n\" ::\"n\"(W4M_ST - 2));\n"
+    "        __syncthreads(); /* tile kt is in; every warp is done with tile kt - 1's stage */\n"
+    "        if (kt + W4M_ST - 1 < kt_n) load((kt + W4M_ST - 1) % W4M_ST, kt + W4M_ST - 1);\n"
+    "        asm volatile(\"cp.async.commit_group;\\n\" ::);\n"
+    "        if (PF && kt + 1 < kt_n) load_meta(kt + 1, metan);\n"
+    "        if (!PF) load_meta(kt, meta);\n"
+    "        const unsigned char *xs = smem + (kt % W4M_ST) * W4M_STAGE;\n"
+    "        const unsigned char *ws = xs + 128 * W4M_XS;\n"
+    "#pragma unroll\n"
+    "        for (int gq = 0; gq < GT; gq++) {\n"
+    "            if ((ll)kt * 128 + gq * G >= k) break; /* uniform: the K tail */\n"
+    "            float part[4][4][4], xsum[4][2]; /* xsum: rows g and g + 8 (all columns alike) */\n"
+    "#pragma unroll\n"
+    "            for (int i = 0; i < 4; i++)\n"
+    "#pragma unroll\n"
+    "                for (int e = 0; e < 4; e++) {\n"
+    "                    if (e < 2) xsum[i][e] = 0.f;\n"
+    "#pragma unroll\n"
+    "                    for (int j = 0; j < 4; j++) part[i][j][e] = 0.f;\n"
+    "                }\n"
+    "#pragma unroll (S == W4_FMIN ? 1 : GW) /* fmin: one word at a time, its registers are short */\n"
+    "            for (int j = 0; j < GW; j++) {\n"
+    "                u32 b[4][4];\n"
+    "#pragma unroll\n"
+    "                for (int nj = 0; nj < 4; nj++)\n"
+    "                    w4_deq(*(const u32 *)(ws + (wn * 32 + nj * 8 + g) * W4M_WS + gq * (G / 2) + 4 * GW * t + 4 * j),\n"
+    "                           S == W4_ASYM ? w4_negz(meta[gq][nj] >> 16) : W4_NEG136, b[nj]);\n"
+    "#pragma unroll\n"
+    "                for (int mi = 0; mi < 4; mi++) {\n"
+    "                    const unsigned char *p = xs + (wm * 64 + mi * 16 + g) * W4M_XS + 2 * (gq * G + 8 * GW * t + 8 * j);\n"
+    "                    u32 a[4], a8[4];\n"
+    "                    w4_xperm(*(const uint4 *)p, a);\n"
+    "                    w4_xperm(*(const uint4 *)(p + 8 * W4M_XS), a8);\n"
+    "#pragma unroll\n"
+    "                    for (int nj = 0; nj < 4; nj++) {\n"
+    "                        w4_mma(part[mi][nj], a[0], a8[0], a[1], a8[1], b[nj][0], b[nj][1]);\n"
+    "                        w4_mma(part[mi][nj], a[2], a8[2], a[3], a8[3], b[nj][2], b[nj][3]);\n"
+    "                    }\n"
+    "                    if (S == W4_FMIN) {\n"
+    "                        float xt[4] = {0.f, 0.f, 0.f, 0.f};\n"
+    "                        w4_mma(xt, a[0], a8[0], a[1], a8[1], W4_ONES, W4_ONES);\n"
+    "                        w4_mma(xt, a[2], a8[2], a[3], a8[3], W4_ONES, W4_ONES);\n"
+    "                        xsum[mi][0] += xt[0];\n"
+    "                        xsum[mi][1] += xt[2];\n"
+    "                    }\n"
+    "                }\n"
+    "            }\n"
+    "            /* accumulator columns 2t, 2t+1 of an n8 tile are the B rows of lanes 8t and 8t + 4 */\n"
+    "#pragma unroll\n"
+    "            for (int nj = 0; nj < 4; nj++) {\n"
+    "                const u32 c0 = __shfl_sync(0xffffffffu, meta[gq][nj], 8 * t);\n"
+    "                const u32 c1 = __shfl_sync(0xffffffffu, meta[gq][nj], 8 * t + 4);\n"
+    "                const float s0 = w4_h2f((u16)(c0 & 0xffffu)), s1 = w4_h2f((u16)(c1 & 0xffffu));\n"
+    "                float m0 = 0.f, m1 = 0.f;\n"
+    "                if (S == W4_FMIN) {\n"
+    "                    m0 = fmaf(8.f, s0, w4_h2f((u16)(c0 >> 16)));\n"
+    "                    m1 = fmaf(8.f, s1, w4_h2f((u16)(c1 >> 16)));\n"
+    "                }\n"
+    "#pragma unroll\n"
+    "                for (int mi = 0; mi < 4; mi++)\n"
+    "#pragma unroll\n"
+    "                    for (int e = 0; e < 4; e++) {\n"
+    "                        const float s = (e & 1) ? s1 : s0;\n"
+    "                        if (S == W4_FMIN)\n"
+    "                            acc[mi][nj][e] = fmaf(s, part[mi][nj][e], fmaf((e & 1) ? m1 : m0, xsum[mi][e >> 1], acc[mi][nj][e]));\n"
+    "                        else\n"
+    "                            acc[mi][nj][e] = fmaf(s, part[mi][nj][e], acc[mi][nj][e]);\n"
+    "                    }\n"
+    "            }\n"
+    "        }\n"
+    "        if (PF && kt + 1 < kt_n) {\n"
+    "#pragma unroll\n"
+    "            for (int gq = 0; gq < GT; gq++)\n"
+    "#pragma unroll\n"
+    "                for (int nj = 0; nj < 4; nj++) meta[gq][nj] = metan[gq][nj];\n"
+    "        }\n"
+    "    }\n"
+    "    asm volatile(\"cp.async.wait_group 0;\\n\" ::);\n"
+    "#pragma unroll\n"
+    "    for (int mi = 0; mi < 4; mi++)\n"
+    "#pragma unroll\n"
+    "        for (int nj = 0; nj < 4; nj++)\n"
+    "#pragma unroll\n"
+    "            for (int h = 0; h < 2; h++) {\n"
+    "                const ll r = row0 + wm * 64 + mi * 16 + g + 8 * h, cn = col0 + wn * 32 + nj * 8 + 2 * t;\n"
+    "                if (r < m && cn < n) *(float2 *)(y + r * n + cn) = make_float2(acc[mi][nj][2 * h], acc[mi][nj][2 * h + 1]);\n"
+    "            }\n"
+    "}\n"
+    "template <int S>\n"
+    "__device__ __forceinline__ void w4_mma_go(const u16 *x, const u8 *q, const u16 *sc, const u8 *zp,\n"
+    "                                          const u16 *mn, float *y, ll m, ll n, ll k, ll gs) {\n"
+    "    extern __shared__ __align__(128) unsigned char smem[];\n"
+    "    if (m <= 0 || n <= 0 || k <= 0) return;\n"
+    "    if (gs == 128) w4_mma_gemm<S, 4>(x, q, sc, zp, mn, y, m, n, k, smem);\n"
+    "    else if (gs == 64) w4_mma_gemm<S, 2>(x, q, sc, zp, mn, y, m, n, k, smem);\n"
+    "    else if (gs == 32) w4_mma_gemm<S, 1>(x, q, sc, zp, mn, y, m, n, k, smem);\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256, 1) qc_w4_mma_sym(const u16 *x, const u8 *q, const u16 *s,\n"
+    "        float *y, ll m, ll n, ll k, ll gs) {\n"
+    "    w4_mma_go<W4_SYM>(x, q, s, 0, 0, y, m, n, k, gs);\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256, 1) qc_w4_mma_asym(const u16 *x, const u8 *q, const u16 *s,\n"
+    "        const u8 *z, float *y, ll m, ll n, ll k, ll gs) {\n"
+    "    w4_mma_go<W4_ASYM>(x, q, s, z, 0, y, m, n, k, gs);\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(256, 1) qc_w4_mma_fmin(const u16 *x, const u8 *q, const u16 *s,\n"
+    "        const u16 *mn, float *y, ll m, ll n, ll k, ll gs) {\n"
+    "    w4_mma_go<W4_FMIN>(x, q, s, 0, mn, y, m, n, k, gs);\n"
+    "}\n";
+
+static void w4_mma_dims(const qc_problem *p, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    int64_t tm = p->m > 0 ? (p->m + 127) / 128 : 0, tn = p->n > 0 ? (p->n + 127) / 128 : 0;
+    int64_t tiles = tm * tn;
+    d->grid[0] = tiles > 0 && tiles <= 0x7fffffffLL ? (uint32_t)tiles : 0;
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = 256;
+    d->block[1] = d->block[2] = 1;
+    d->shared_bytes = W4M_SMEM;
+}
+
+/* The device's choice of K splits, kept in step with w4_gemv_ks above. */
+static int w4_gemv_ks(int64_t n, int64_t k, int64_t g) {
+    int64_t rowsets = (n + 15) / 16, ng = k / g;
+    int ks = 1;
+    while (ks < 8 && rowsets * ks < W4G_WANT && 2 * ks <= ng) ks *= 2;
+    return ks;
+}
+
+static void w4_gemv_dims(const qc_problem *p, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    int64_t g = p->group_size ? p->group_size : W4A16_DEFAULT_GROUP;
+    if (p->m <= 0 || p->n <= 0 || p->k < g) return;
+    int per = W4G_WARPS / w4_gemv_ks(p->n, p->k, g);
+    int64_t blocks = ((p->n + 15) / 16 + per - 1) / per;
+    d->grid[0] = blocks <= 0x7fffffffLL ? (uint32_t)blocks : 0;
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = 32 * W4G_WARPS;
+    d->block[1] = d->block[2] = 1;
+}
+
+/* ---- C references: exactly each kernel's parameters, x as bf16 bits ---- */
+
+static void w4_ref_bx(uint32_t scheme, const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales,
+                      const uint8_t *zeros, const uint16_t *mins, float *y, int64_t m, int64_t n, int64_t k,
+                      int64_t group_size) {
+    /* the host checks eligibility first; this only keeps a bad call in bounds */
+    if (!xb || !qweight || !scales || !y || m <= 0 || group_size <= 0 || group_size > 128 ||
+        !w4_shape_ok(n, k, (uint32_t)group_size, NULL) || (size_t)m > SIZE_MAX / sizeof(float) / (size_t)k)
+        return;
+    if ((scheme == W4A16_SCHEME_ASYM && !zeros) || (scheme == W4A16_SCHEME_FMIN && !mins)) return;
+    float *x = malloc((size_t)m * (size_t)k * sizeof(float));
+    if (!x) return;
+    for (size_t i = 0; i < (size_t)m * (size_t)k; i++) x[i] = qc_bf16_to_f32(xb[i]);
+    w4_view v = {.n = n, .k = k, .g = (uint32_t)group_size, .scheme = scheme, .ng = k / group_size,
+                 .q = qweight, .s = scales, .z = zeros, .mn = mins};
+    w4_linear(&v, x, y, m);
+    free(x);
+}
+
+static void w4_ref_sym_bx(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, float *y, int64_t m,
+                          int64_t n, int64_t k, int64_t group_size) {
+    w4_ref_bx(W4A16_SCHEME_SYM, xb, qweight, scales, NULL, NULL, y, m, n, k, group_size);
+}
+static void w4_ref_asym_bx(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, const uint8_t *zeros,
+                           float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
+    w4_ref_bx(W4A16_SCHEME_ASYM, xb, qweight, scales, zeros, NULL, y, m, n, k, group_size);
+}
+static void w4_ref_fmin_bx(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, const uint16_t *mins,
+                           float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
+    w4_ref_bx(W4A16_SCHEME_FMIN, xb, qweight, scales, NULL, mins, y, m, n, k, group_size);
+}
+
+/* ---- eligibility ---- */
+
+/* What every w4a16 GPU kernel needs beyond the format's shape rules: its own
+ * scheme (no act-order permutation yet) and the weight's real group size. */
+static int w4_gpu_takes(const qc_problem *p, uint32_t want, const char *id, qc_reason *why) {
+    uint32_t s = p->struct_size >= offsetof(qc_problem, scheme) + sizeof p->scheme ? p->scheme : 0;
+    if (s == 0) s = W4A16_SCHEME_SYM;
+    if (w4_scheme_ok(s) && (s & W4A16_SCHEME_PERM) && W4A16_SCHEME_BASE(s) == want) {
+        w4_why(why, "perm", "%s does not take act-order weights (scheme %s): the stored K order needs x permuted",
+               id, w4_scheme_name(s));
+        return 0;
+    }
+    if (s != want) {
+        w4_why(why, "scheme", "%s takes scheme %s, the weight is %s (0x%x)", id, w4_scheme_name(want),
+               w4_scheme_name(s), s);
+        return 0;
+    }
+    if (!w4_group_ok(p->group_size)) {
+        w4_why(why, "group", "%s needs the weight's group size (32, 64 or 128), problem has %u", id, p->group_size);
+        return 0;
+    }
+    if (!w4_shape_ok(p->n, p->k, p->group_size, why)) return 0;
+    return 1;
+}
+
+static int w4_gemv_ok(const qc_problem *p, uint32_t want, const char *id, qc_reason *why) {
+    if (!w4_gpu_takes(p, want, id, why)) return 0;
+    if ((p->n + 15) / 16 > 0x7fffffffLL) {
+        w4_why(why, "shape", "%s: n = %lld needs more blocks than a grid holds", id, (long long)p->n);
+        return 0;
+    }
+    return 1;
+}
+
+#define W4_GPU_ELIGIBLE(fn, check, sch, id) \
+    static int fn(const qc_problem *p, qc_reason *why) { return check(p, (sch), (id), why); }
+W4_GPU_ELIGIBLE(w4_el_gemv_sym, w4_gemv_ok, W4A16_SCHEME_SYM, "w4a16.gemv_sym")
+W4_GPU_ELIGIBLE(w4_el_gemv_asym, w4_gemv_ok, W4A16_SCHEME_ASYM, "w4a16.gemv_asym")
+W4_GPU_ELIGIBLE(w4_el_gemv_fmin, w4_gemv_ok, W4A16_SCHEME_FMIN, "w4a16.gemv_fmin")
+
+static int w4_mma_ok(const qc_problem *p, uint32_t want, const char *id, qc_reason *why) {
+    if (!w4_gpu_takes(p, want, id, why)) return 0;
+    if (p->m < 1 || ((p->m + 127) / 128) > 0x7fffffffLL / ((p->n + 127) / 128)) {
+        w4_why(why, "m_range", "%s: m = %lld gives more 128x128 tiles than a grid holds", id, (long long)p->m);
+        return 0;
+    }
+    return 1;
+}
+W4_GPU_ELIGIBLE(w4_el_mma_sym, w4_mma_ok, W4A16_SCHEME_SYM, "w4a16.mma_sym")
+W4_GPU_ELIGIBLE(w4_el_mma_asym, w4_mma_ok, W4A16_SCHEME_ASYM, "w4a16.mma_asym")
+W4_GPU_ELIGIBLE(w4_el_mma_fmin, w4_mma_ok, W4A16_SCHEME_FMIN, "w4a16.mma_fmin")
+
+/* ---- parameters and registration ---- */
+
+#define GP_HEAD {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}
+#define GP_TAIL                                                                                           \
+    {"y", QC_PARAM_PTR}, {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64}, {"k", QC_PARAM_I64},                   \
+    {"group_size", QC_PARAM_I64}
+static const qc_kernel_param w4_gp_sym[] = {GP_HEAD, GP_TAIL};
+static const qc_kernel_param w4_gp_asym[] = {GP_HEAD, {"w.zeros", QC_PARAM_PTR}, GP_TAIL};
+static const qc_kernel_param w4_gp_fmin[] = {GP_HEAD, {"w.mins", QC_PARAM_PTR}, GP_TAIL};
+
+typedef struct w4_gpu_row {
+    const char *id, *entry, *source;
+    const qc_kernel_param *params;
+    uint32_t n_params;
+    void (*reference)(void);
+    int (*eligible)(const qc_problem *, qc_reason *);
+    void (*dims)(const qc_problem *, qc_launch_dims *);
+    int64_t m_min, m_max;
+    qc_arch_range arch;
+} w4_gpu_row;
+
+#define W4_GROW(id, entry, src, p, ref, el, dims, mmin, mmax, a0, a1) \
+    {id, entry, src, p, sizeof p / sizeof p[0], (void (*)(void))ref, el, dims, mmin, mmax, {a0, a1}}
+static const w4_gpu_row w4_gpu_kernels[] = {
+    W4_GROW("w4a16.gemv_sym", "qc_w4_gemv_sym", W4_GEMV_SRC, w4_gp_sym, w4_ref_sym_bx, w4_el_gemv_sym, w4_gemv_dims,
+            1, 16, 80, QC_SM_ANY),
+    W4_GROW("w4a16.gemv_asym", "qc_w4_gemv_asym", W4_GEMV_SRC, w4_gp_asym, w4_ref_asym_bx, w4_el_gemv_asym,
+            w4_gemv_dims, 1, 16, 80, QC_SM_ANY),
+    W4_GROW("w4a16.gemv_fmin", "qc_w4_gemv_fmin", W4_GEMV_SRC, w4_gp_fmin, w4_ref_fmin_bx, w4_el_gemv_fmin,
+            w4_gemv_dims, 1, 16, 80, QC_SM_ANY),
+    /* m_min 17: above the GEMV's range; it runs any m >= 1 */
+    W4_GROW("w4a16.mma_sym", "qc_w4_mma_sym", W4_MMA_SRC, w4_gp_sym, w4_ref_sym_bx, w4_el_mma_sym, w4_mma_dims, 17, 0,
+            80, QC_SM_ANY),
+    W4_GROW("w4a16.mma_asym", "qc_w4_mma_asym", W4_MMA_SRC, w4_gp_asym, w4_ref_asym_bx, w4_el_mma_asym, w4_mma_dims,
+            17, 0, 80, QC_SM_ANY),
+    W4_GROW("w4a16.mma_fmin", "qc_w4_mma_fmin", W4_MMA_SRC, w4_gp_fmin, w4_ref_fmin_bx, w4_el_mma_fmin, w4_mma_dims,
+            17, 0, 80, QC_SM_ANY),
+};
+
+/* Registered after the C-only reference kernels, so CPU selection (which
+ * walks kernels in registration order) keeps choosing those. */
+qc_status w4_register_gpu_kernels(const qc_host_api *api, qc_host *host) {
+    for (size_t i = 0; i < sizeof w4_gpu_kernels / sizeof w4_gpu_kernels[0]; i++) {
+        const w4_gpu_row *r = &w4_gpu_kernels[i];
+        qc_kernel_desc d = {
+            .struct_size = sizeof d,
+            .id = r->id,
+            .format = "w4a16",
+            .phases = QC_PHASE_ANY,
+            .m_min = r->m_min,
+            .m_max = r->m_max,
+            .arch = r->arch,
+            .n_params = r->n_params,
+            .params = r->params,
+            .reference = r->reference,
+            .cuda_source = r->source,
+            .cuda_entry = r->entry,
+            .launch_dims = r->dims,
+            .eligible = r->eligible,
+        };
+        qc_status st = api->register_kernel(host, &d);
+        if (st != QC_OK) return st;
+    }
+    return QC_OK;
+}
