@@ -93,9 +93,9 @@ has oom "bf16      bf16.linear_mma        64x128        2048"
 has oom "1 errors"
 
 # formats without GPU kernels say so
-run 0 none -- --formats w4a16,fp8 --shapes 64:128 --m 1
+run 0 none -- --formats w4a16,mxfp4 --shapes 64:128 --m 1
 has none "w4a16: nothing to time: no GPU linear kernel; the format lacks: GPU kernel"
-has none "fp8: nothing to time: no GPU linear kernel"
+has none "mxfp4: nothing to time: no GPU linear kernel"
 
 echo "test_gemm_bench_fake: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
