@@ -20,6 +20,7 @@ static const struct {
     {"fp8.quant_act_token", {89, 90, 0}},   {"fp8.quant_act_static", {89, 90, 0}},
     {"fp8.quant_act_group", {89, 90, 0}},   {"fp8.gemm_channel_wgmma", {90, 0, 0}},
     {"fp8.gemm_tensor_wgmma", {90, 0, 0}},  {"fp8.gemm_block_wgmma", {90, 0, 0}},
+    {"fp8.gemm_channel_wgmma_acc32", {90, 0, 0}}, {"fp8.gemm_tensor_wgmma_acc32", {90, 0, 0}},
     {"fp8.gemv_channel", {89, 90, 0}},      {"fp8.gemv_tensor", {89, 90, 0}},
     {"fp8.gemv_block", {89, 90, 0}},        {"fp8.gemm_channel_mma", {89, 90, 0}},
     {"fp8.gemm_tensor_mma", {89, 90, 0}},   {"fp8.gemm_block_mma", {89, 90, 0}},

@@ -16,8 +16,15 @@
  * ~2% of |y| at K = 4096 without promotion; that is at most ~3e-4 of S).  A wrong fragment, tile or
  * stage gives errors of the order of |y| ~ S / sqrt(K), well above it for K <= 16384. */
 #define TOL 2e-3
-/* relative L2 error over the checked outputs: a missing K stage of 128 at K = 4096 is ~0.18 */
-#define RELL2_MAX 5e-2
+/* relative L2 error over the checked outputs (a missing K stage of 128 at K = 4096 is ~0.18): the
+ * wgmma channel/tensor kernels accumulate all of K in the tensor cores, whose truncation can bias long
+ * sums by a few percent (an estimate, not a measurement: the lead's run prints the real figure); the
+ * others sum in f32 (HMMA, or promoted every 128 K) */
+#define RELL2_FAST 8e-2
+#define RELL2_MAX 1e-2
+static double rell2_for(const char *id) {
+    return strstr(id, "channel_wgmma") || strstr(id, "tensor_wgmma") ? RELL2_FAST : RELL2_MAX;
+}
 #define SAMPLE_ROWS 6 /* above this many MACs only these rows of y are checked */
 #define FULL_MACS 4e7
 #define ITERS 20
@@ -108,20 +115,20 @@ static qc_status call_ref(const qc_kernel_desc *k, qc_named_arg *a, size_t na) {
 
 enum { S_CHANNEL, S_BLOCK, S_CHANNEL_STATIC, S_TENSOR_STATIC, S_N };
 static const struct {
-    const char *name, *quant, *gemv, *wgmma, *mma, *w16;
+    const char *name, *quant, *gemv, *wgmma, *mma, *w16, *acc32;
     int id;
 } SCH[S_N] = {
     {"channel", "fp8.quant_act_token", "fp8.gemv_channel", "fp8.gemm_channel_wgmma", "fp8.gemm_channel_mma",
-     "fp8.w8a16_channel", 2},
+     "fp8.w8a16_channel", "fp8.gemm_channel_wgmma_acc32", 2},
     {"block", "fp8.quant_act_group", "fp8.gemv_block", "fp8.gemm_block_wgmma", "fp8.gemm_block_mma", "fp8.w8a16_block",
-     3},
+     NULL, 3},
     {"channel_static", "fp8.quant_act_static", "fp8.gemv_channel", "fp8.gemm_channel_wgmma", "fp8.gemm_channel_mma",
-     NULL, 5},
+     NULL, NULL, 5},
     {"tensor_static", "fp8.quant_act_static", "fp8.gemv_tensor", "fp8.gemm_tensor_wgmma", "fp8.gemm_tensor_mma",
-     "fp8.w8a16_tensor", 4},
+     "fp8.w8a16_tensor", "fp8.gemm_tensor_wgmma_acc32", 4},
 };
 typedef struct skern {
-    kern quant, gemv, wgmma, mma, w16;
+    kern quant, gemv, wgmma, mma, w16, acc32;
     int ok;
 } skern;
 
@@ -143,7 +150,7 @@ static double mag_of(int s, const uint8_t *xq, const float *xs, const uint16_t *
 }
 
 /* Compare got with ref on rows `rows` (n_rows of them; all when rows == NULL); prints one line. */
-static int compare(const char *label, int s, const float *got, const float *ref, const int64_t *rows, int64_t n_rows,
+static int compare(const char *label, double rel_max, int s, const float *got, const float *ref, const int64_t *rows, int64_t n_rows,
                    int64_t n, int64_t k, const uint8_t *xq, const float *xs, const uint16_t *a16, const uint8_t *w,
                    const float *ws) {
     float lut[256];
@@ -173,9 +180,9 @@ static int compare(const char *label, int s, const float *got, const float *ref,
     }
     double rel = den > 0 ? sqrt(nd / den) : sqrt(nd);
     printf("  %-52s worst d/tol %.4f (vs double %.4f), relL2 %.2e\n", label, worst, worst_exact, rel);
-    CHECK(bad == 0 && rel <= RELL2_MAX, "%s: %zu outputs out of tolerance (first y[%zu, %zu] = %.9g, ref %.9g), relL2 %.3g",
+    CHECK(bad == 0 && rel <= rel_max, "%s: %zu outputs out of tolerance (first y[%zu, %zu] = %.9g, ref %.9g), relL2 %.3g",
           label, bad, first / (size_t)n, first % (size_t)n, fg, fe, rel);
-    return bad == 0 && rel <= RELL2_MAX;
+    return bad == 0 && rel <= rel_max;
 }
 
 /* Device y poisoned with guard words after it; after the launch: nothing past the end, nothing unwritten. */
@@ -283,8 +290,9 @@ static void case_check(ctx *c, skern *sk, int s, int64_t m, int64_t n, int64_t k
             call_ref(sk->w16.k, a, 9);
         }
     }
-    const kern *gemms[4] = {m <= 16 ? &sk->gemv : NULL, c->sm == 90 ? &sk->wgmma : NULL, &sk->mma, &sk->w16};
-    for (int gi = 0; gi < 4; gi++) {
+    const kern *gemms[5] = {m <= 16 ? &sk->gemv : NULL, c->sm == 90 ? &sk->wgmma : NULL, &sk->mma, &sk->w16,
+                            c->sm == 90 ? &sk->acc32 : NULL};
+    for (int gi = 0; gi < 5; gi++) {
         const kern *kn = gemms[gi];
         if (!kn || !kn->fn) continue;
         snprintf(label, sizeof label, "%s m=%lld n=%lld k=%lld%s", kn->k->id, (long long)m, (long long)n, (long long)k,
@@ -298,9 +306,9 @@ static void case_check(ctx *c, skern *sk, int s, int64_t m, int64_t n, int64_t k
         if (!check_written(label, ygot, yc)) continue;
         for (int64_t r = 0; r < nr; r++) memcpy(sel + r * n, ygot + (size_t)(rows[r] * n) * 4, (size_t)n * 4);
         if (kn == &sk->w16)
-            compare(label, s, sel, ref16, rows, nr, n, k, xq_ref, xs_ref, x, qw, ws);
+            compare(label, RELL2_MAX, s, sel, ref16, rows, nr, n, k, xq_ref, xs_ref, x, qw, ws);
         else
-            compare(label, s, sel, ref, rows, nr, n, k, xq_ref, xs_ref, NULL, qw, ws);
+            compare(label, rell2_for(kn->k->id), s, sel, ref, rows, nr, n, k, xq_ref, xs_ref, NULL, qw, ws);
     }
     free(rows), free(ref), free(ref16), free(sel);
 done:
@@ -377,7 +385,7 @@ static int timed_check(ctx *c, int s, const kern *kn, const skern *sk, tbufs *b,
     }
     CHECK(st == QC_OK, "timed check: %s", err);
     snprintf(label, sizeof label, "%s m=%lld n=%lld k=%lld (rows)", kn->k->id, (long long)m, (long long)n, (long long)k);
-    int ok = st == QC_OK && compare(label, s, got, ref, rows, nr, n, k, xq, xs, NULL, b->hq, b->hs);
+    int ok = st == QC_OK && compare(label, rell2_for(kn->k->id), s, got, ref, rows, nr, n, k, xq, xs, NULL, b->hq, b->hs);
     free(xq), free(xs), free(got), free(ref);
     return ok;
 }
@@ -432,7 +440,8 @@ static void timings(ctx *c, skern *sk) {
                 const skern *K = &sk[s == 0 ? S_CHANNEL : S_BLOCK];
                 const kern *g = m <= 16 ? &K->gemv : &K->wgmma;
                 if (!K->ok || !g->fn || !K->quant.fn) continue;
-                st = launch(c, &K->quant, a, 9, m, n, k, err, sizeof err);
+                st = qc_gpu_memset32(c->g, b.y.ptr, GT_POISON, (size_t)(m * n), err, sizeof err);
+                if (st == QC_OK) st = launch(c, &K->quant, a, 9, m, n, k, err, sizeof err);
                 if (st == QC_OK) st = launch(c, g, a, 9, m, n, k, err, sizeof err);
                 if (st == QC_OK) st = qc_gpu_sync(c->g, err, sizeof err);
                 CHECK(st == QC_OK, "%s m=%lld: %s", g->k->id, (long long)m, err);
@@ -457,6 +466,21 @@ static void timings(ctx *c, skern *sk) {
                 if (s == 0 && an > 0) printf("  -> %.3fx cuBLASLt with act quant included", an / (both * 1e3));
                 if (m <= 16) printf("  = %.0f%% of the GEMM floor", 100.0 * floor_us / (both * 1e3));
                 printf("\n");
+                int acc_ok = s == 0 && m > 16 && K->acc32.fn;
+                if (acc_ok) { /* y of this kernel, not the previous one's, is checked */
+                    qc_status st2 = qc_gpu_memset32(c->g, b.y.ptr, GT_POISON, (size_t)(m * n), err, sizeof err);
+                    if (st2 == QC_OK) st2 = launch(c, &K->acc32, a, 9, m, n, k, err, sizeof err);
+                    if (st2 == QC_OK) st2 = qc_gpu_sync(c->g, err, sizeof err);
+                    CHECK(st2 == QC_OK, "%s m=%lld: %s", K->acc32.k->id, (long long)m, err);
+                    acc_ok = st2 == QC_OK && timed_check(c, S_CHANNEL, &K->acc32, K, &b, m, n, k);
+                }
+                if (acc_ok) {
+                    double t32 = time_launch(c, &K->acc32, a, 9, m, n, k, &b, NULL, err, sizeof err);
+                    printf("  TIME %-7s %-22s m=%-5lld %9.2f us  %7.1f TFLOP/s (f32 promotion every 128 K)", shapes[si].name,
+                           K->acc32.k->id, (long long)m, t32 * 1e3, 2.0 * m * n * k / (t32 * 1e-3) / 1e12);
+                    if (an > 0) printf("  cuBLASLt %.0f us -> %.3fx", an, an / (t32 * 1e3));
+                    printf("\n");
+                }
             }
         }
     qc_gpu_free(c->g, &b.x), qc_gpu_free(c->g, &b.q), qc_gpu_free(c->g, &b.s), qc_gpu_free(c->g, &b.xq);
@@ -521,6 +545,7 @@ int main(void) {
                 sk[s].ok = w8a8 ? kload(&c, SCH[s].quant, &sk[s].quant, 0) : 1;
                 if (w8a8) kload(&c, SCH[s].gemv, &sk[s].gemv, 0);
                 if (w8a8 && c.sm == 90) kload(&c, SCH[s].wgmma, &sk[s].wgmma, 0);
+                if (w8a8 && c.sm == 90 && SCH[s].acc32) kload(&c, SCH[s].acc32, &sk[s].acc32, 0);
                 if (w8a8) kload(&c, SCH[s].mma, &sk[s].mma, 0);
                 /* the W8A16 path, meant for sm_80-88, is built for this device too so that its code runs here */
                 if (SCH[s].w16) kload(&c, SCH[s].w16, &sk[s].w16, 1);

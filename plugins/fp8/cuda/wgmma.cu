@@ -9,9 +9,15 @@
  *          1 (tensor):   y = acc * (xs[i] * ws[0]);     same
  *          2 (block):    every 128-K stage: tot = fmaf(acc_g, xs[i,g] * ws[j/128,g], tot); y = tot;  BN 128
  * Modes 0/1 accumulate all of K inside the tensor cores (Hopper's FP8 accumulation keeps fewer bits
- * than f32; the test states the tolerance).  Mode 2 promotes every 128 K into f32 registers, which the
+ * than f32; the test states the tolerance); with FP8_PROMOTE (the *_acc32 kernels, BN 128) they promote
+ * every 128 K into f32 registers as the block mode does, then scale as modes 0/1.  Mode 2 promotes every 128 K into f32 registers, which the
  * per-group scales require anyway (and which is DeepSeek-V3's recipe).
  */
+#if FP8_MODE == 2 || defined(FP8_PROMOTE)
+#define QC_PROMOTE 1 /* fresh accumulator every 128-K stage, summed in f32 registers */
+#else
+#define QC_PROMOTE 0
+#endif
 #define WG_SMS 132
 #define WG_BM 128
 #define WG_BK 128 /* K elements (= bytes) per stage */
@@ -20,7 +26,7 @@
 #define WG_BOX_B_BYTES (64 * WG_BK)
 
 __device__ __forceinline__ int qc_wg_bn(long long m, long long n) {
-#if FP8_MODE == 2
+#if QC_PROMOTE
     return 128;
 #else
     const int bns[3] = {256, 192, 128}, eff[3] = {100, 96, 88};
@@ -125,8 +131,10 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
         const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
         float acc[BN / 2];
-#if FP8_MODE == 2
+#if QC_PROMOTE
         float tot[BN / 2];
+#endif
+#if FP8_MODE == 2
         const long long kb = kt_n; /* 128-K groups per row of xs and of the weight scales */
 #endif
         int s = 0, prev = 0;
@@ -136,9 +144,11 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             qc_wg_tile(t, tiles_m, tiles_n, &tm, &tn);
             /* accumulator i of a thread: row 16 warp + lane/4 (+8 for i%4 >= 2), column 8 (i/4) + 2 (lane%4) + i%2 */
             const long long r0 = tm * WG_BM + c * 64 + warp * 16 + (lane >> 2), r1 = r0 + 8;
-#if FP8_MODE == 2
+#if QC_PROMOTE
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
+#endif
+#if FP8_MODE == 2
             const float *xs0 = xs + (r0 < m ? r0 : 0) * kb, *xs1 = xs + (r1 < m ? r1 : 0) * kb;
             const float *wsb = ws + (tn * BN / QC_FP8_BLOCK) * kb;
 #endif
@@ -151,19 +161,24 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 qc_wg_fence();
 #pragma unroll
                 for (int kk = 0; kk < WG_BK / 32; kk++) /* 32 k = 32 B further along the swizzled rows */
-#if FP8_MODE == 2
+#if QC_PROMOTE
                     qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0);
 #else
                     qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kt > 0 || kk > 0);
 #endif
                 qc_wg_commit();
-#if FP8_MODE == 2
+#if QC_PROMOTE
                 qc_wg_wait<0>();
                 if (lane == 0) qc_mbar_arrive(empty + 8 * s);
 #pragma unroll
                 for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
+#if FP8_MODE == 2
 #pragma unroll
                 for (int i = 0; i < BN / 2; i++) tot[i] = fmaf(acc[i], (i & 2) ? s1 : s0, tot[i]);
+#else
+#pragma unroll
+                for (int i = 0; i < BN / 2; i++) tot[i] += acc[i];
+#endif
 #else
                 if (kt > 0) { /* the previous step's group has read its stage: hand it back */
                     qc_wg_wait<1>();
@@ -173,8 +188,11 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #endif
                 if (++s == ST) { s = 0; ph ^= 1u; }
             }
-#if FP8_MODE == 2
+#if QC_PROMOTE
             const float *v = tot;
+#if FP8_MODE != 2
+            const float f0 = r0 < m ? xs[r0] : 0.f, f1 = r1 < m ? xs[r1] : 0.f;
+#endif
 #else
             qc_wg_wait<0>();
             if (kt_n > 0 && lane == 0) qc_mbar_arrive(empty + 8 * prev);
@@ -209,7 +227,11 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
     }
 }
 
-#if FP8_MODE == 0
+#if FP8_MODE == 0 && QC_PROMOTE
+#define QC_ENTRY qc_fp8_gemm_channel_wgmma_acc32
+#elif FP8_MODE == 1 && QC_PROMOTE
+#define QC_ENTRY qc_fp8_gemm_tensor_wgmma_acc32
+#elif FP8_MODE == 0
 #define QC_ENTRY qc_fp8_gemm_channel_wgmma
 #elif FP8_MODE == 1
 #define QC_ENTRY qc_fp8_gemm_tensor_wgmma
@@ -231,7 +253,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) QC_ENTRY(const u8 *xq, cons
              i += (long long)gridDim.x * blockDim.x) y[i] = 0.f;
         return;
     }
-#if FP8_MODE == 2
+#if QC_PROMOTE
     qc_fp8_gemm<128, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars);
 #else
     switch (qc_wg_bn(m, n)) {
