@@ -166,8 +166,9 @@ static int has_param(const qc_kernel_desc *k, const char *name) {
 
 /* The format's activation quantizer for a kernel that takes "xq": a kernel of
  * the same format with an "xq" output and no "y", built for this device and
- * not refusing the problem (a refusal coded "missing" is the core-kernel way
- * of saying "not a linear layer", not a refusal of the problem). */
+ * not refusing the problem (refusals coded "missing" or "role" say "not a
+ * linear layer", not a refusal of the problem; "scheme" says another
+ * weight's quantizer). */
 static const qc_kernel_desc *find_quantizer(qc_engine *e, const eng_linear *L, const qc_problem *p) {
     for (size_t i = 0;; i++) {
         const qc_kernel_desc *k = qc_kernel_get(e->rt, i);
@@ -176,7 +177,8 @@ static const qc_kernel_desc *find_quantizer(qc_engine *e, const eng_linear *L, c
             continue;
         if ((uint32_t)e->sm < k->arch.min_sm || (uint32_t)e->sm > k->arch.max_sm) continue;
         qc_reason why;
-        if (k->eligible && !k->eligible(p, &why) && strcmp(why.code, "missing") != 0) continue;
+        if (k->eligible && !k->eligible(p, &why) && strcmp(why.code, "missing") != 0 && strcmp(why.code, "role") != 0)
+            continue;
         return k;
     }
 }

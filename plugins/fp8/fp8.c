@@ -8,22 +8,8 @@
 
 #include <qcore/plugin.h>
 
-#include "qc_fp8_codec.h"
+#include "fp8_internal.h"
 
-/* Scheme ids stored in qc_packed_weight.scheme and matched against
- * qc_problem.scheme (docs/formats/fp8.md).  Append only: they are recorded
- * in run manifests. */
-enum {
-    FP8_SCHEME_DEFAULT = 0,        /* in a problem: the default, CHANNEL */
-    FP8_SCHEME_TENSOR = 1,         /* W per-tensor, A per-tensor dynamic */
-    FP8_SCHEME_CHANNEL = 2,        /* W per-channel, A per-token dynamic */
-    FP8_SCHEME_BLOCK = 3,          /* W 128x128 blocks, A 1x128 groups dynamic */
-    FP8_SCHEME_TENSOR_STATIC = 4,  /* W per-tensor, A per-tensor static */
-    FP8_SCHEME_CHANNEL_STATIC = 5, /* W per-channel, A per-tensor static */
-    FP8_SCHEME_COUNT_
-};
-
-#define FP8_BLOCK 128 /* block edge of the block recipe, on N and K */
 #define FP8_ALIGN 16  /* N and K: FP8 MMA tiles and 16-byte rows for TMA */
 #define FP8_PANEL 8   /* weight rows the reference kernels decode at once */
 
@@ -49,13 +35,7 @@ static int scheme_is_static(uint32_t s) { return s == FP8_SCHEME_TENSOR_STATIC |
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* Scale for a range with absolute maximum `amax`: amax/448 in f32.  A zero
- * range (or one so small that the quotient underflows) gets 1, so codes are
- * 0 and nothing ever divides by zero. */
-static float scale_of(float amax) {
-    float s = amax / QC_FP8_E4M3_MAX;
-    return s > 0.f ? s : 1.f;
-}
+static float scale_of(float amax) { return fp8_scale_of(amax); }
 
 /* |v| folded into a running maximum; NaN never wins a comparison, so it is
  * ignored (it still encodes to a NaN code on its own). */
@@ -578,6 +558,7 @@ static qc_status fp8_init(const qc_host_api *api, qc_host *host, char *err, size
     if (st == QC_OK)
         st = register_ref(api, host, "fp8.linear_channel_static_ref", (void (*)(void))fp8_linear_channel_static_ref,
                           1, elig_channel_static);
+    if (st == QC_OK) st = fp8_kernels_register(api, host);
     if (st != QC_OK) snprintf(err, errlen, "fp8: registering the format or a kernel failed");
     return st;
 }

@@ -1,0 +1,413 @@
+/* fp8_kernels.c - the fp8 plugin's GPU kernels (act quantization, W8A8 wgmma / mma.sync / decode GEMV, W8A16) and their C references. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fp8_cuda_src.h" /* generated from cuda/ at build time: FP8_SRC_QUANT, _WGMMA, _GEMV, _MMA */
+#include "fp8_internal.h"
+
+/*
+ * The W8A8 GPU contract (docs/formats/fp8.md section 8):
+ *   1. an activation-quantization kernel turns x.bf16 [m,k] into "xq" (E4M3 codes [m,k], one byte each,
+ *      row stride k) and "xs" (f32 scales: [m] per token, or [m, ceil(k/128)] per 1x128 group);
+ *   2. a GEMM kernel takes "xq", "xs", the weight's "w.qweight" and "w.scales" and writes y f32 [m,n].
+ * Which quantization kernel goes with which scheme: channel (and 0) -> fp8.quant_act_token, block ->
+ * fp8.quant_act_group, tensor_static and channel_static -> fp8.quant_act_static; tensor has none yet.
+ * The C references of the two steps compose to the format's reference linears bit for bit (for x that
+ * is bf16-representable): the quantization references follow quantize_act in fp8.c, the GEMM
+ * references steps 2-4.  GPU GEMMs differ only in summation order and the tensor cores' accumulation.
+ */
+
+#define WG_SMS 132
+#define WG_BM 128
+#define WG_BK 128
+#define QA_THREADS 256
+#define GV_ROWS 16
+#define MM_T 64
+
+static const char *const g_scheme_names[FP8_SCHEME_COUNT_] = {
+    "channel", "tensor", "channel", "block", "tensor_static", "channel_static",
+};
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void reason(qc_reason *why, const char *code, const char *fmt, ...) {
+    if (!why) return;
+    snprintf(why->code, sizeof why->code, "%s", code);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why->text, sizeof why->text, fmt, ap);
+    va_end(ap);
+}
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static float bf16_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* ---- C references: activation quantization ------------------------------ */
+
+/* Row i of x (bf16 bits) quantized with scale s into q. */
+static void quant_row(const uint16_t *x, uint8_t *q, int64_t t0, int64_t t1, float s) {
+    for (int64_t t = t0; t < t1; t++) q[t] = qc_fp8_e4m3_encode(bf16_f32(x[t]) / s);
+}
+static float amax_of(const uint16_t *x, int64_t t0, int64_t t1) {
+    float a = 0.f;
+    for (int64_t t = t0; t < t1; t++) {
+        float v = fabsf(bf16_f32(x[t]));
+        if (v > a) a = v; /* NaN never wins */
+    }
+    return a;
+}
+
+/* "fp8.quant_act_token": xs[i] = amax(x[i,:]) / 448, xq = E4M3(x / xs[i]) */
+static void quant_token_ref(const uint16_t *x, uint8_t *xq, float *xs, int64_t m, int64_t k) {
+    for (int64_t i = 0; i < m; i++) {
+        xs[i] = fp8_scale_of(amax_of(x + i * k, 0, k));
+        quant_row(x + i * k, xq + i * k, 0, k, xs[i]);
+    }
+}
+/* "fp8.quant_act_static": xs[i] = act_scale[0] */
+static void quant_static_ref(const uint16_t *x, const float *act_scale, uint8_t *xq, float *xs, int64_t m,
+                             int64_t k) {
+    for (int64_t i = 0; i < m; i++) {
+        xs[i] = act_scale[0];
+        quant_row(x + i * k, xq + i * k, 0, k, xs[i]);
+    }
+}
+/* "fp8.quant_act_group": xs[i, g] = amax(x[i, 128g .. 128g+127]) / 448, xs [m, ceil(k/128)] */
+static void quant_group_ref(const uint16_t *x, uint8_t *xq, float *xs, int64_t m, int64_t k) {
+    const int64_t ng = cdiv(k, FP8_BLOCK);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t g = 0; g < ng; g++) {
+            int64_t t0 = g * FP8_BLOCK, t1 = t0 + FP8_BLOCK < k ? t0 + FP8_BLOCK : k;
+            float s = fp8_scale_of(amax_of(x + i * k, t0, t1));
+            xs[i * ng + g] = s;
+            quant_row(x + i * k, xq + i * k, t0, t1, s);
+        }
+}
+
+/* ---- C references: GEMMs on quantized activations ------------------------ */
+
+enum { MODE_CHANNEL = 0, MODE_TENSOR = 1, MODE_BLOCK = 2 };
+
+/* y[i,j] from codes: f32 sums of exact products in increasing t per K group (all of K, or 128), then
+ * y = sum * (a_s * w_s) or, per group, acc = fmaf(sum_g, a_s * w_s, acc): fp8.c's steps 2-4.  A
+ * W8A16 call (x16 != NULL) multiplies bf16 activations instead, with a_s = 1 and no product of
+ * scales: y = sum * w_s, or acc = fmaf(sum_g, w_s, acc). */
+static void gemm_ref(int mode, const uint8_t *xq, const float *xs, const uint16_t *x16, const uint8_t *w,
+                     const float *ws, float *y, int64_t m, int64_t n, int64_t k) {
+    if (m <= 0 || n <= 0) return;
+    const int64_t G = mode == MODE_BLOCK ? FP8_BLOCK : (k > 0 ? k : 1), ng = cdiv(k, G), kb = cdiv(k, FP8_BLOCK);
+    float lut[256];
+    qc_fp8_e4m3_table(lut);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float acc = 0.f;
+            for (int64_t g = 0; g < ng; g++) {
+                float part = 0.f;
+                int64_t t1 = (g + 1) * G < k ? (g + 1) * G : k;
+                for (int64_t t = g * G; t < t1; t++) {
+                    float a = x16 ? bf16_f32(x16[i * k + t]) : lut[xq[i * k + t]];
+                    part += a * lut[w[j * k + t]];
+                }
+                if (mode == MODE_BLOCK) {
+                    float w_s = ws[(j / FP8_BLOCK) * kb + g];
+                    acc = fmaf(part, x16 ? w_s : xs[i * kb + g] * w_s, acc);
+                } else {
+                    float w_s = mode == MODE_TENSOR ? ws[0] : ws[j];
+                    acc = x16 ? part * w_s : part * (xs[i] * w_s);
+                }
+            }
+            y[i * n + j] = acc;
+        }
+}
+
+#define GEMM_REFS(name, mode)                                                                                     \
+    static void name##_ref(const uint8_t *xq, const float *xs, const uint8_t *w, const float *ws, float *y,       \
+                           int64_t m, int64_t n, int64_t k) {                                                      \
+        gemm_ref(mode, xq, xs, NULL, w, ws, y, m, n, k);                                                           \
+    }                                                                                                              \
+    static void name##_w8a16_ref(const uint16_t *x, const uint8_t *w, const float *ws, float *y, int64_t m,       \
+                                 int64_t n, int64_t k) {                                                           \
+        gemm_ref(mode, NULL, NULL, x, w, ws, y, m, n, k);                                                          \
+    }
+GEMM_REFS(channel, MODE_CHANNEL)
+GEMM_REFS(tensor, MODE_TENSOR)
+GEMM_REFS(block, MODE_BLOCK)
+
+/* ---- launch geometry ----------------------------------------------------- */
+
+static void dims_1d(qc_launch_dims *d, int64_t blocks, uint32_t threads, uint32_t smem) {
+    memset(d, 0, sizeof *d);
+    d->grid[0] = (uint32_t)(blocks < 0 ? 0 : blocks > 65535 * 32 ? 65535 * 32 : blocks);
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = threads;
+    d->block[1] = d->block[2] = 1;
+    d->shared_bytes = smem;
+}
+
+/* one block per row (a grid-stride loop past 2M rows) */
+static void quant_dims(const qc_problem *p, qc_launch_dims *d) { dims_1d(d, p->m, QA_THREADS, 0); }
+
+/* The tile width of the channel/tensor wgmma kernels, as the device code computes it (keep in step
+ * with qc_wg_bn in cuda/wgmma.cu): 256, 192 or 128 columns, whichever fills its last wave best. */
+static void fp8_wgmma_plan(int mode, int promote, int64_t m, int64_t n, int *bn, int *stages, uint32_t *smem_bytes, int64_t *tiles) {
+    static const int bns[3] = {256, 192, 128}, eff[3] = {100, 96, 88}, sts[3] = {4, 5, 6};
+    int64_t tm = m > 0 ? cdiv(m, WG_BM) : 0, best = -1;
+    int pick = 2;
+    if (mode != MODE_BLOCK && !promote)
+        for (int i = 0; i < 3; i++) {
+            int64_t tn = n > 0 ? cdiv(n, bns[i]) : 0, waves = cdiv(tm * tn, WG_SMS);
+            int64_t score = waves > 0 ? tm * n * eff[i] / (waves * bns[i]) : 0;
+            if (score > best) {
+                best = score;
+                pick = i;
+            }
+        }
+    *bn = bns[pick];
+    *stages = sts[pick];
+    *smem_bytes = (uint32_t)sts[pick] * (WG_BM * WG_BK + (uint32_t)bns[pick] * WG_BK) + 1024;
+    *tiles = n > 0 ? tm * cdiv(n, bns[pick]) : 0;
+}
+static void wgmma_dims_mode(int mode, int promote, const qc_problem *p, qc_launch_dims *d) {
+    int bn, st;
+    uint32_t smem;
+    int64_t tiles;
+    fp8_wgmma_plan(mode, promote, p->m, p->n, &bn, &st, &smem, &tiles);
+    dims_1d(d, tiles < WG_SMS ? tiles : WG_SMS, 384, smem);
+}
+static void wgmma_dims_channel(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_mode(MODE_CHANNEL, 0, p, d); }
+static void wgmma_dims_tensor(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_mode(MODE_TENSOR, 0, p, d); }
+static void wgmma_dims_block(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_mode(MODE_BLOCK, 1, p, d); }
+static void wgmma_dims_acc32(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_mode(MODE_CHANNEL, 1, p, d); }
+
+/* 16 output columns per block of 8 warps */
+static void gemv_dims(const qc_problem *p, qc_launch_dims *d) {
+    dims_1d(d, p->m > 0 && p->n > 0 ? cdiv(p->n, GV_ROWS) : 0, 256, 0);
+}
+
+/* 64 x 64 tiles, 4 warps */
+static void mma_dims(const qc_problem *p, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    d->grid[0] = p->n > 0 ? (uint32_t)cdiv(p->n, MM_T) : 0;
+    d->grid[1] = p->m > 0 ? (uint32_t)cdiv(p->m, MM_T) : 0;
+    d->grid[2] = 1;
+    d->block[0] = 128;
+    d->block[1] = d->block[2] = 1;
+}
+
+/* ---- eligibility --------------------------------------------------------- */
+
+static uint32_t scheme_of(const qc_problem *p) { return p->scheme == FP8_SCHEME_DEFAULT ? FP8_SCHEME_CHANNEL : p->scheme; }
+
+/* Which schemes a W8A8 GEMM of each mode computes.  Dynamic per-tensor activation scales (scheme
+ * tensor) need a grid-wide amax first; there is no GPU kernel for that yet. */
+static int w8a8_scheme_ok(int mode, const qc_problem *p, const char *id, qc_reason *why) {
+    uint32_t s = scheme_of(p);
+    int ok = mode == MODE_CHANNEL ? s == FP8_SCHEME_CHANNEL || s == FP8_SCHEME_CHANNEL_STATIC
+             : mode == MODE_TENSOR ? s == FP8_SCHEME_TENSOR_STATIC
+                                   : s == FP8_SCHEME_BLOCK;
+    if (ok) return 1;
+    if (s == FP8_SCHEME_TENSOR)
+        reason(why, "scheme", "%s: scheme tensor (dynamic per-tensor activation scale) has no GPU activation "
+               "quantization yet (it needs a grid-wide amax); use tensor_static or channel", id);
+    else
+        reason(why, "scheme", "%s computes scheme %s, the weight has scheme %s (%u)", id,
+               mode == MODE_CHANNEL ? "channel/channel_static" : mode == MODE_TENSOR ? "tensor_static" : "block",
+               s < FP8_SCHEME_COUNT_ ? g_scheme_names[s] : "?", p->scheme);
+    return 0;
+}
+static int w8a16_scheme_ok(int mode, const qc_problem *p, const char *id, qc_reason *why) {
+    uint32_t s = scheme_of(p);
+    int ok = mode == MODE_CHANNEL ? s == FP8_SCHEME_CHANNEL || s == FP8_SCHEME_CHANNEL_STATIC
+             : mode == MODE_TENSOR ? s == FP8_SCHEME_TENSOR || s == FP8_SCHEME_TENSOR_STATIC
+                                   : s == FP8_SCHEME_BLOCK;
+    if (!ok)
+        reason(why, "scheme", "%s computes the %s weight scales, the weight has scheme %s (%u)", id,
+               mode == MODE_CHANNEL ? "per-channel" : mode == MODE_TENSOR ? "per-tensor" : "128x128 block",
+               s < FP8_SCHEME_COUNT_ ? g_scheme_names[s] : "?", p->scheme);
+    return ok;
+}
+static int n_ok(const qc_problem *p, const char *id, qc_reason *why) {
+    if (p->n <= 0 || p->n % 16 || p->n > (1ll << 31) - 256) {
+        reason(why, "align_n", "%s needs n a positive multiple of 16 below 2^31, layer has n = %lld", id,
+               (long long)p->n);
+        return 0;
+    }
+    if (p->k <= 0 || p->k % 16) {
+        reason(why, "align_k", "%s needs k a positive multiple of 16, layer has k = %lld", id, (long long)p->k);
+        return 0;
+    }
+    return 1;
+}
+
+#define ELIG(fn, check, mode, id)                                                                                  \
+    static int fn(const qc_problem *p, qc_reason *why) { return n_ok(p, id, why) && check(mode, p, id, why); }
+ELIG(elig_wg_channel, w8a8_scheme_ok, MODE_CHANNEL, "fp8.gemm_channel_wgmma")
+ELIG(elig_wg_tensor, w8a8_scheme_ok, MODE_TENSOR, "fp8.gemm_tensor_wgmma")
+ELIG(elig_wg_block, w8a8_scheme_ok, MODE_BLOCK, "fp8.gemm_block_wgmma")
+ELIG(elig_wg_channel32, w8a8_scheme_ok, MODE_CHANNEL, "fp8.gemm_channel_wgmma_acc32")
+ELIG(elig_wg_tensor32, w8a8_scheme_ok, MODE_TENSOR, "fp8.gemm_tensor_wgmma_acc32")
+ELIG(elig_gv_channel, w8a8_scheme_ok, MODE_CHANNEL, "fp8.gemv_channel")
+ELIG(elig_gv_tensor, w8a8_scheme_ok, MODE_TENSOR, "fp8.gemv_tensor")
+ELIG(elig_gv_block, w8a8_scheme_ok, MODE_BLOCK, "fp8.gemv_block")
+ELIG(elig_mm_channel, w8a8_scheme_ok, MODE_CHANNEL, "fp8.gemm_channel_mma")
+ELIG(elig_mm_tensor, w8a8_scheme_ok, MODE_TENSOR, "fp8.gemm_tensor_mma")
+ELIG(elig_mm_block, w8a8_scheme_ok, MODE_BLOCK, "fp8.gemm_block_mma")
+ELIG(elig_w16_channel, w8a16_scheme_ok, MODE_CHANNEL, "fp8.w8a16_channel")
+ELIG(elig_w16_tensor, w8a16_scheme_ok, MODE_TENSOR, "fp8.w8a16_tensor")
+ELIG(elig_w16_block, w8a16_scheme_ok, MODE_BLOCK, "fp8.w8a16_block")
+
+/* Activation quantization is a step before a W8A8 GEMM, not a linear: never
+ * selected as one ("role").  A weight of another scheme is refused first with
+ * "scheme", so the engine finds the quantizer a weight needs by asking each. */
+static int quant_refuse(const qc_problem *p, qc_reason *why, int ok, const char *id, const char *for_schemes) {
+    if (!ok) {
+        reason(why, "scheme", "%s quantizes activations for %s weights, the weight has scheme %u", id, for_schemes,
+               p->scheme);
+        return 0;
+    }
+    reason(why, "role", "%s quantizes activations for the W8A8 GEMMs (run before them); it is not a linear kernel",
+           id);
+    return 0;
+}
+static int elig_quant_token(const qc_problem *p, qc_reason *why) {
+    uint32_t s = scheme_of(p);
+    return quant_refuse(p, why, s == FP8_SCHEME_CHANNEL, "fp8.quant_act_token", "channel");
+}
+static int elig_quant_static(const qc_problem *p, qc_reason *why) {
+    uint32_t s = scheme_of(p);
+    return quant_refuse(p, why, s == FP8_SCHEME_CHANNEL_STATIC || s == FP8_SCHEME_TENSOR_STATIC,
+                        "fp8.quant_act_static", "channel_static / tensor_static");
+}
+static int elig_quant_group(const qc_problem *p, qc_reason *why) {
+    return quant_refuse(p, why, scheme_of(p) == FP8_SCHEME_BLOCK, "fp8.quant_act_group", "block");
+}
+
+/* ---- descriptors --------------------------------------------------------- */
+
+static const qc_kernel_param P_QUANT[] = {
+    {"x.bf16", QC_PARAM_PTR}, {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR}, {"m", QC_PARAM_I64}, {"k", QC_PARAM_I64},
+};
+static const qc_kernel_param P_QUANT_STATIC[] = {
+    {"x.bf16", QC_PARAM_PTR}, {"w.act_scale", QC_PARAM_PTR}, {"xq", QC_PARAM_PTR},
+    {"xs", QC_PARAM_PTR},     {"m", QC_PARAM_I64},           {"k", QC_PARAM_I64},
+};
+static const qc_kernel_param P_W8A8[] = {
+    {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR},
+    {"y", QC_PARAM_PTR},  {"m", QC_PARAM_I64},  {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
+};
+static const qc_kernel_param P_W8A16[] = {
+    {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}, {"y", QC_PARAM_PTR},
+    {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
+};
+/* xq in boxes of 128 rows, W in boxes of 64 rows, both 128 K = 128 bytes wide: the 128-byte swizzle span */
+static const qc_tensor_map_spec MAPS_W8A8[] = {
+    {"xq", QC_DT_F8_E4M3, "m", "k", WG_BM, WG_BK, 128},
+    {"w.qweight", QC_DT_F8_E4M3, "n", "k", 64, WG_BK, 128},
+};
+
+static const char *const OPT_TOKEN[] = {"-DFP8_QUANT_TOKEN", NULL};
+static const char *const OPT_STATIC[] = {"-DFP8_QUANT_STATIC", NULL};
+static const char *const OPT_GROUP[] = {"-DFP8_QUANT_GROUP", NULL};
+static const char *const OPT_MODE[3][1 + 1] = {{"-DFP8_MODE=0", NULL}, {"-DFP8_MODE=1", NULL}, {"-DFP8_MODE=2", NULL}};
+static const char *const OPT_ACC32[2][2 + 1] = {{"-DFP8_MODE=0", "-DFP8_PROMOTE", NULL},
+                                                {"-DFP8_MODE=1", "-DFP8_PROMOTE", NULL}};
+static const char *const OPT_W16[3][2 + 1] = {{"-DFP8_W8A16", "-DFP8_MODE=0", NULL},
+                                               {"-DFP8_W8A16", "-DFP8_MODE=1", NULL},
+                                               {"-DFP8_W8A16", "-DFP8_MODE=2", NULL}};
+
+typedef struct kspec {
+    const char *id, *entry, *src;
+    const char *const *opts;
+    qc_arch_range arch;
+    uint32_t phases;
+    int64_t m_min, m_max;
+    const qc_kernel_param *params;
+    uint32_t n_params;
+    void (*ref)(void);
+    void (*dims)(const qc_problem *, qc_launch_dims *);
+    int (*elig)(const qc_problem *, qc_reason *);
+    int maps;
+} kspec;
+
+#define NP(a) (uint32_t)(sizeof a / sizeof a[0])
+#define FN(f) (void (*)(void))(f)
+/* Registration order is selection order (the first eligible kernel wins): the decode GEMV below
+ * m = 17, the Hopper wgmma GEMMs, the sm_89 mma.sync GEMMs (also any later arch without wgmma), the
+ * W8A16 path below sm_89, then the activation quantizers (never selected as linears). */
+static const kspec g_kernels[] = {
+    {"fp8.gemv_channel", "qc_fp8_gemv_channel", FP8_SRC_GEMV, OPT_MODE[0], {89, QC_SM_ANY}, QC_PHASE_ANY, 1, GV_ROWS,
+     P_W8A8, NP(P_W8A8), FN(channel_ref), gemv_dims, elig_gv_channel, 0},
+    {"fp8.gemv_tensor", "qc_fp8_gemv_tensor", FP8_SRC_GEMV, OPT_MODE[1], {89, QC_SM_ANY}, QC_PHASE_ANY, 1, GV_ROWS,
+     P_W8A8, NP(P_W8A8), FN(tensor_ref), gemv_dims, elig_gv_tensor, 0},
+    {"fp8.gemv_block", "qc_fp8_gemv_block", FP8_SRC_GEMV, OPT_MODE[2], {89, QC_SM_ANY}, QC_PHASE_ANY, 1, GV_ROWS,
+     P_W8A8, NP(P_W8A8), FN(block_ref), gemv_dims, elig_gv_block, 0},
+    {"fp8.gemm_channel_wgmma", "qc_fp8_gemm_channel_wgmma", FP8_SRC_WGMMA, OPT_MODE[0], {90, 90}, QC_PHASE_ANY, 1,
+     (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(channel_ref), wgmma_dims_channel, elig_wg_channel, 1},
+    {"fp8.gemm_tensor_wgmma", "qc_fp8_gemm_tensor_wgmma", FP8_SRC_WGMMA, OPT_MODE[1], {90, 90}, QC_PHASE_ANY, 1,
+     (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(tensor_ref), wgmma_dims_tensor, elig_wg_tensor, 1},
+    {"fp8.gemm_block_wgmma", "qc_fp8_gemm_block_wgmma", FP8_SRC_WGMMA, OPT_MODE[2], {90, 90}, QC_PHASE_ANY, 1,
+     (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(block_ref), wgmma_dims_block, elig_wg_block, 1},
+    /* the same with f32 promotion every 128 K (128x128 tiles): after the fast ones, so not selected by
+       default; for a caller that wants cuBLASLt's non-fast accumulation */
+    {"fp8.gemm_channel_wgmma_acc32", "qc_fp8_gemm_channel_wgmma_acc32", FP8_SRC_WGMMA, OPT_ACC32[0], {90, 90},
+     QC_PHASE_ANY, 1, (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(channel_ref), wgmma_dims_acc32, elig_wg_channel32, 1},
+    {"fp8.gemm_tensor_wgmma_acc32", "qc_fp8_gemm_tensor_wgmma_acc32", FP8_SRC_WGMMA, OPT_ACC32[1], {90, 90},
+     QC_PHASE_ANY, 1, (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(tensor_ref), wgmma_dims_acc32, elig_wg_tensor32, 1},
+    {"fp8.gemm_channel_mma", "qc_fp8_gemm_channel_mma", FP8_SRC_MMA, OPT_MODE[0], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
+     65535ll * MM_T, P_W8A8, NP(P_W8A8), FN(channel_ref), mma_dims, elig_mm_channel, 0},
+    {"fp8.gemm_tensor_mma", "qc_fp8_gemm_tensor_mma", FP8_SRC_MMA, OPT_MODE[1], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
+     65535ll * MM_T, P_W8A8, NP(P_W8A8), FN(tensor_ref), mma_dims, elig_mm_tensor, 0},
+    {"fp8.gemm_block_mma", "qc_fp8_gemm_block_mma", FP8_SRC_MMA, OPT_MODE[2], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
+     65535ll * MM_T, P_W8A8, NP(P_W8A8), FN(block_ref), mma_dims, elig_mm_block, 0},
+    {"fp8.w8a16_channel", "qc_fp8_w8a16_channel", FP8_SRC_MMA, OPT_W16[0], {80, 88}, QC_PHASE_ANY, 1, 65535ll * MM_T,
+     P_W8A16, NP(P_W8A16), FN(channel_w8a16_ref), mma_dims, elig_w16_channel, 0},
+    {"fp8.w8a16_tensor", "qc_fp8_w8a16_tensor", FP8_SRC_MMA, OPT_W16[1], {80, 88}, QC_PHASE_ANY, 1, 65535ll * MM_T,
+     P_W8A16, NP(P_W8A16), FN(tensor_w8a16_ref), mma_dims, elig_w16_tensor, 0},
+    {"fp8.w8a16_block", "qc_fp8_w8a16_block", FP8_SRC_MMA, OPT_W16[2], {80, 88}, QC_PHASE_ANY, 1, 65535ll * MM_T,
+     P_W8A16, NP(P_W8A16), FN(block_w8a16_ref), mma_dims, elig_w16_block, 0},
+    {"fp8.quant_act_token", "qc_fp8_quant_act_token", FP8_SRC_QUANT, OPT_TOKEN, {89, QC_SM_ANY}, QC_PHASE_ANY, 1, 0,
+     P_QUANT, NP(P_QUANT), FN(quant_token_ref), quant_dims, elig_quant_token, 0},
+    {"fp8.quant_act_static", "qc_fp8_quant_act_static", FP8_SRC_QUANT, OPT_STATIC, {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
+     0, P_QUANT_STATIC, NP(P_QUANT_STATIC), FN(quant_static_ref), quant_dims, elig_quant_static, 0},
+    {"fp8.quant_act_group", "qc_fp8_quant_act_group", FP8_SRC_QUANT, OPT_GROUP, {89, QC_SM_ANY}, QC_PHASE_ANY, 1, 0,
+     P_QUANT, NP(P_QUANT), FN(quant_group_ref), quant_dims, elig_quant_group, 0},
+};
+
+qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
+    for (size_t i = 0; i < sizeof g_kernels / sizeof g_kernels[0]; i++) {
+        const kspec *s = &g_kernels[i];
+        qc_kernel_desc kd = {
+            .struct_size = sizeof kd,
+            .id = s->id,
+            .format = "fp8",
+            .phases = s->phases,
+            .m_min = s->m_min,
+            .m_max = s->m_max,
+            .arch = s->arch,
+            .n_params = s->n_params,
+            .params = s->params,
+            .reference = s->ref,
+            .cuda_source = s->src,
+            .cuda_entry = s->entry,
+            .nvrtc_options = s->opts,
+            .launch_dims = s->dims,
+            .eligible = s->elig,
+            .n_tensor_maps = s->maps ? NP(MAPS_W8A8) : 0,
+            .tensor_maps = s->maps ? MAPS_W8A8 : NULL,
+        };
+        qc_status st = api->register_kernel(host, &kd);
+        if (st != QC_OK) return st;
+    }
+    return QC_OK;
+}
