@@ -2,7 +2,8 @@
 # device_run.sh - on the H200: every gpu test, qcore bench and gemm-bench with the PyTorch anchors, in one go.
 # Usage (device call, after bench/device_pack.sh here): bash bench/device_run.sh [what...]
 #   what: tests bench gemm anchors (default: all); TESTS="test_gpu_x ..." limits the tests;
-#   BENCH_CONFIGS (llama-3-8b qwen3-0.6b) and BENCH_FORMATS (bf16) pick the bench runs.  Writes under $OUT (at most 8 files come back):
+#   BENCH_CONFIGS (llama-3-8b qwen3-0.6b), BENCH_FORMATS (bf16) and BENCH_ARGS pick the bench runs;
+#   TEST_TIMEOUT / BENCH_TIMEOUT bound each (300 / 400 s).  Writes under $OUT (at most 8 files come back):
 #   tests.txt, bench.txt, bench-*.json, gemm.json, anchors.json; prints a short summary last.
 set -uo pipefail
 [ -f "${QCORE_DEVICE_DIR:-.device}/pack.tar.xz" ] && [ ! -d "${QCORE_DEVICE_DIR:-.device}/bin" ] &&
@@ -21,7 +22,7 @@ if has tests; then
     [ "$n" = test_gpu_unit ] && continue   # compile-only, runs in CI
     if [ -n "${TESTS:-}" ]; then case " $TESTS " in *" $n "*) ;; *) continue ;; esac; fi
     s=$(date +%s)
-    env QC_HF_ORACLE_DIR="${QCORE_DEVICE_DIR:-.device}/hf-oracle/tiny" timeout 300 "$t" >>"$OUT/tests.txt" 2>&1
+    env QC_HF_ORACLE_DIR="${QCORE_DEVICE_DIR:-.device}/hf-oracle/tiny" timeout "${TEST_TIMEOUT:-300}" "$t" >>"$OUT/tests.txt" 2>&1
     rc=$?
     summary+=("$(printf '%-26s rc=%d %4ds' "$n" $rc $(( $(date +%s) - s )))")
   done
@@ -30,7 +31,7 @@ if has bench; then
   : >"$OUT/bench.txt"
   for cfg in ${BENCH_CONFIGS:-llama-3-8b qwen3-0.6b}; do
     for fmt in ${BENCH_FORMATS:-bf16}; do
-      timeout 400 "$D/qcore" bench --model-config configs/$cfg.json --format "$fmt" \
+      timeout "${BENCH_TIMEOUT:-400}" "$D/qcore" bench --model-config configs/$cfg.json --format "$fmt" ${BENCH_ARGS:-} \
         --json "$OUT/bench-$cfg-${fmt//:/_}.json" >>"$OUT/bench.txt" 2>&1
       summary+=("bench $cfg $fmt rc=$?")
     done
