@@ -7,6 +7,8 @@ D=.device
 rm -rf "$D" && mkdir -p "$D/bin" "$D/bin/plugins"
 cp "$B/qcore" "$D/bin/" 2>/dev/null || cp "$B/core/qcore" "$D/bin/"
 cp "$B"/plugins/*.so "$D/bin/plugins/"
+# the GPU tests load plugins from the build tree's path compiled into them
+echo "$(cd "$B" && pwd)/plugins" >"$D/bin/plugin_dir.txt"
 for t in "$B"/tests/gpu/test_gpu_*; do
   case "$t" in *_unit) continue ;; esac   # compile-only tests run in CI, not there
   [ -x "$t" ] && [ -f "$t" ] && cp "$t" "$D/bin/"

@@ -9,6 +9,10 @@ set -uo pipefail
 [ -f "${QCORE_DEVICE_DIR:-.device}/pack.tar.xz" ] && [ ! -d "${QCORE_DEVICE_DIR:-.device}/bin" ] &&
   tar -C "${QCORE_DEVICE_DIR:-.device}" -xJf "${QCORE_DEVICE_DIR:-.device}/pack.tar.xz"
 D=${QCORE_DEVICE_DIR:-.device}/bin
+# the tests look for plugins where the build tree had them: point that path here
+if [ -f "$D/plugin_dir.txt" ] && [ ! -e "$(cat "$D/plugin_dir.txt")" ]; then
+  mkdir -p "$(dirname "$(cat "$D/plugin_dir.txt")")" && ln -sfn "$PWD/$D/plugins" "$(cat "$D/plugin_dir.txt")"
+fi
 OUT=${OUT:-/tmp/qcore-out}
 mkdir -p "$OUT"
 export QCORE_CACHE_DIR=/tmp/qcore-kcache
