@@ -854,3 +854,44 @@ void qc_gpu_graph_destroy(qc_gpu *g, qc_gpu_graph graph) {
     cu_graph_exec_destroy_fn f = (cu_graph_exec_destroy_fn)qc_gpu_driver_symbol(g, "cuGraphExecDestroy");
     if (f && graph) f((CUgraphExec)(void *)graph);
 }
+
+static int cmp_ms(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+qc_status qc_gpu_copy_bandwidth(qc_gpu *g, double *bytes_per_s, size_t *bytes_used, float *median_ms, char *err,
+                                size_t errlen) {
+    *bytes_per_s = 0;
+    qc_gpu_buf src = {0}, dst = {0};
+    qc_gpu_event e0 = NULL, e1 = NULL;
+    size_t bytes = (size_t)1 << 30;
+    qc_status st;
+    for (;;) {
+        st = qc_gpu_alloc(g, bytes, bytes, QC_MEM_WORKSPACE, "copy source", &src, err, errlen);
+        if (st == QC_OK) st = qc_gpu_alloc(g, bytes, bytes, QC_MEM_WORKSPACE, "copy destination", &dst, err, errlen);
+        if (st == QC_OK) break;
+        qc_gpu_free(g, &src);
+        if (bytes <= ((size_t)64 << 20)) return st;
+        bytes /= 2;
+    }
+    float ms[7];
+    if ((st = qc_gpu_event_create(g, &e0, err, errlen)) || (st = qc_gpu_event_create(g, &e1, err, errlen)) ||
+        (st = qc_gpu_memset32(g, src.ptr, 0x3f800000u, bytes / 4, err, errlen)) ||
+        (st = qc_gpu_copy(g, dst.ptr, src.ptr, bytes, err, errlen))) /* the first copy warms up */
+        goto out;
+    for (int i = 0; i < 7; i++)
+        if ((st = qc_gpu_event_record(g, e0, err, errlen)) || (st = qc_gpu_copy(g, dst.ptr, src.ptr, bytes, err, errlen)) ||
+            (st = qc_gpu_event_record(g, e1, err, errlen)) || (st = qc_gpu_event_elapsed(g, e0, e1, &ms[i], err, errlen)))
+            goto out;
+    qsort(ms, 7, sizeof ms[0], cmp_ms);
+    *bytes_per_s = 2.0 * (double)bytes / ((ms[3] > 0 ? ms[3] : 1e-6f) * 1e-3);
+    if (bytes_used) *bytes_used = bytes;
+    if (median_ms) *median_ms = ms[3];
+out:
+    qc_gpu_event_destroy(g, e0);
+    qc_gpu_event_destroy(g, e1);
+    qc_gpu_free(g, &src);
+    qc_gpu_free(g, &dst);
+    return st;
+}

@@ -132,6 +132,12 @@ qc_status qc_gpu_event_elapsed(qc_gpu *g, qc_gpu_event start, qc_gpu_event end, 
 void *qc_gpu_driver_symbol(qc_gpu *g, const char *name);
 /* The context's stream (a CUstream), for such callers. */
 void *qc_gpu_stream(qc_gpu *g);
+/* The device's copy bandwidth now, counted as bytes read + written per
+ * second (as the PyTorch anchors count it): the median of 7 timed
+ * device-to-device copies of 1 GiB, halved while that does not fit (down to
+ * 64 MiB).  *bytes_used and *median_ms (may be NULL) say what was timed. */
+qc_status qc_gpu_copy_bandwidth(qc_gpu *g, double *bytes_per_s, size_t *bytes_used, float *median_ms, char *err,
+                                size_t errlen);
 /* Device-to-device copy on the stream. */
 qc_status qc_gpu_copy(qc_gpu *g, qc_devptr dst, qc_devptr src, size_t bytes, char *err, size_t errlen);
 

@@ -163,38 +163,6 @@ static int run_level(qc_engine *e, const qc_model_shape *s, const bench_opts *o,
     return rc;
 }
 
-/* Device copy bandwidth (bytes read + written per second) from timed
- * device-to-device copies of 1 GiB (half that when it does not fit). */
-static double copy_bandwidth(qc_gpu *g) {
-    char err[256];
-    size_t bytes = (size_t)1 << 30;
-    qc_gpu_buf a = {0}, b = {0};
-    while (bytes >= ((size_t)1 << 26) &&
-           (qc_gpu_alloc(g, bytes, bytes, QC_MEM_WORKSPACE, "bandwidth probe", &a, err, sizeof err) != QC_OK ||
-            qc_gpu_alloc(g, bytes, bytes, QC_MEM_WORKSPACE, "bandwidth probe", &b, err, sizeof err) != QC_OK)) {
-        qc_gpu_free(g, &a);
-        bytes /= 2;
-    }
-    double best = 0;
-    qc_gpu_event e0 = NULL, e1 = NULL;
-    if (b.ptr && qc_gpu_event_create(g, &e0, err, sizeof err) == QC_OK &&
-        qc_gpu_event_create(g, &e1, err, sizeof err) == QC_OK) {
-        for (int i = 0; i < 6; i++) {
-            float ms = 0;
-            if (qc_gpu_event_record(g, e0, err, sizeof err) || qc_gpu_copy(g, b.ptr, a.ptr, bytes, err, sizeof err) ||
-                qc_gpu_event_record(g, e1, err, sizeof err) || qc_gpu_event_elapsed(g, e0, e1, &ms, err, sizeof err))
-                break;
-            double bw = 2.0 * (double)bytes / (ms * 1e-3);
-            if (i > 0 && bw > best) best = bw; /* the first copy warms up */
-        }
-    }
-    qc_gpu_event_destroy(g, e0);
-    qc_gpu_event_destroy(g, e1);
-    qc_gpu_free(g, &a);
-    qc_gpu_free(g, &b);
-    return best;
-}
-
 static int parse_list(const char *v, int *out, int cap, int *n) {
     *n = 0;
     const char *p = v;
@@ -343,7 +311,9 @@ int cmd_bench(int argc, char **argv) {
         goto out;
     }
     const qc_gpu_info *gi = qc_gpu_get_info(g);
-    double bw = copy_bandwidth(g);
+    double bw = 0;
+    if (qc_gpu_copy_bandwidth(g, &bw, NULL, NULL, err, sizeof err) != QC_OK)
+        fprintf(stderr, "qcore bench: copy bandwidth not measured (%s): no floor\n", err);
     qc_engine_stats st;
     qc_engine_get_stats(e, &st);
     printf("qcore bench: %s, sm_%d, %d SMs\n", gi->name, gi->sm, gi->sm_count);

@@ -30,7 +30,6 @@
 /* before each timed launch a memset this large evicts the 50 MiB L2, as
  * triton's do_bench does for the anchors */
 #define GB_FLUSH_WORDS ((size_t)64 << 20)
-#define GB_COPY_BYTES ((size_t)1 << 30)
 #define GB_WARMUP 3
 
 typedef struct gb_shape {
@@ -541,43 +540,18 @@ static void print_refusal(const qc_format_desc *f, const qc_kernel_desc *kd, con
 
 /* ---- the GPU work ---- */
 
-/* The copy bandwidth of this device now: 1 GiB device to device (halved
- * while it does not fit, down to 64 MiB), bytes read plus written per
- * second, as the anchors count it. */
+/* The copy bandwidth of this device now (qc_gpu_copy_bandwidth). */
 static int measure_bandwidth(gb *b) {
     char err[512] = "";
-    qc_gpu_buf src = {0}, dst = {0};
-    float ms[7];
-    int rc = -1;
-    size_t bytes = GB_COPY_BYTES;
-    for (;;) {
-        qc_status a = qc_gpu_alloc(b->g, bytes, bytes, QC_MEM_WORKSPACE, "copy source", &src, err, sizeof err);
-        if (a == QC_OK)
-            a = qc_gpu_alloc(b->g, bytes, bytes, QC_MEM_WORKSPACE, "copy destination", &dst, err, sizeof err);
-        if (a == QC_OK) break;
-        qc_gpu_free(b->g, &src);
-        if (bytes <= ((size_t)64 << 20)) goto out;
-        bytes /= 2;
+    size_t bytes = 0;
+    float ms = 0;
+    if (qc_gpu_copy_bandwidth(b->g, &b->bw, &bytes, &ms, err, sizeof err) != QC_OK) {
+        fprintf(stderr, GB ": measuring the copy bandwidth failed: %s\n", err);
+        return -1;
     }
-    if (qc_gpu_memset32(b->g, src.ptr, 0x3f800000u, bytes / 4, err, sizeof err) ||
-        qc_gpu_copy(b->g, dst.ptr, src.ptr, bytes, err, sizeof err))
-        goto out;
-    for (int i = 0; i < 7; i++)
-        if (qc_gpu_event_record(b->g, b->ev0, err, sizeof err) ||
-            qc_gpu_copy(b->g, dst.ptr, src.ptr, bytes, err, sizeof err) ||
-            qc_gpu_event_record(b->g, b->ev1, err, sizeof err) ||
-            qc_gpu_event_elapsed(b->g, b->ev0, b->ev1, &ms[i], err, sizeof err))
-            goto out;
-    qsort(ms, 7, sizeof ms[0], cmp_float);
-    b->bw = 2.0 * (double)bytes / ((ms[3] > 0 ? ms[3] : 1e-6f) * 1e-3);
     printf("copy bandwidth: %.3f TB/s (device-to-device copy of %.0f MiB, bytes read + written, median of 7: %.3f ms)"
-           "\n", b->bw * 1e-12, mib((double)bytes), ms[3]);
-    rc = 0;
-out:
-    if (rc) fprintf(stderr, GB ": measuring the copy bandwidth failed: %s\n", err);
-    qc_gpu_free(b->g, &src);
-    qc_gpu_free(b->g, &dst);
-    return rc;
+           "\n", b->bw * 1e-12, mib((double)bytes), ms);
+    return 0;
 }
 
 /* Median of b->iters launches, each after an L2 flush, after warm-ups. */
