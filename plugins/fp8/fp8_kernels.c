@@ -158,37 +158,33 @@ static void dims_1d(qc_launch_dims *d, int64_t blocks, uint32_t threads, uint32_
 /* one block per row (a grid-stride loop past 2M rows) */
 static void quant_dims(const qc_problem *p, qc_launch_dims *d) { dims_1d(d, p->m, QA_THREADS, 0); }
 
-/* The tile width of the channel/tensor wgmma kernels, as the device code computes it (keep in step
- * with qc_wg_bn in cuda/wgmma.cu): 256, 192 or 128 columns, whichever fills its last wave best. */
-static void fp8_wgmma_plan(int mode, int promote, int64_t m, int64_t n, int *bn, int *stages, uint32_t *smem_bytes, int64_t *tiles) {
-    static const int bns[3] = {256, 192, 128}, eff[3] = {100, 96, 88}, sts[3] = {4, 5, 6};
+/* The tile width of the wgmma kernels, as the device code computes it (keep in step with qc_wg_bn in
+ * cuda/wgmma.cu): 192 or 128 columns, whichever fills its last wave best.  Every mode promotes each
+ * 128-K stage into f32 registers, so a thread holds two 64 x BN/128 register sets: 256 does not fit. */
+static void fp8_wgmma_plan(int64_t m, int64_t n, int *bn, int *stages, uint32_t *smem_bytes, int64_t *tiles) {
+    static const int bns[2] = {192, 128}, eff[2] = {100, 90}, sts[2] = {5, 6};
     int64_t tm = m > 0 ? cdiv(m, WG_BM) : 0, best = -1;
-    int pick = 2;
-    if (mode != MODE_BLOCK && !promote)
-        for (int i = 0; i < 3; i++) {
-            int64_t tn = n > 0 ? cdiv(n, bns[i]) : 0, waves = cdiv(tm * tn, WG_SMS);
-            int64_t score = waves > 0 ? tm * n * eff[i] / (waves * bns[i]) : 0;
-            if (score > best) {
-                best = score;
-                pick = i;
-            }
+    int pick = 0;
+    for (int i = 0; i < 2; i++) {
+        int64_t tn = n > 0 ? cdiv(n, bns[i]) : 0, waves = cdiv(tm * tn, WG_SMS);
+        int64_t score = waves > 0 ? tm * n * eff[i] / (waves * bns[i]) : 0;
+        if (score > best) {
+            best = score;
+            pick = i;
         }
+    }
     *bn = bns[pick];
     *stages = sts[pick];
     *smem_bytes = (uint32_t)sts[pick] * (WG_BM * WG_BK + (uint32_t)bns[pick] * WG_BK) + 1024;
     *tiles = n > 0 ? tm * cdiv(n, bns[pick]) : 0;
 }
-static void wgmma_dims_mode(int mode, int promote, const qc_problem *p, qc_launch_dims *d) {
+static void wgmma_dims(const qc_problem *p, qc_launch_dims *d) {
     int bn, st;
     uint32_t smem;
     int64_t tiles;
-    fp8_wgmma_plan(mode, promote, p->m, p->n, &bn, &st, &smem, &tiles);
+    fp8_wgmma_plan(p->m, p->n, &bn, &st, &smem, &tiles);
     dims_1d(d, tiles < WG_SMS ? tiles : WG_SMS, 384, smem);
 }
-static void wgmma_dims_channel(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_mode(MODE_CHANNEL, 0, p, d); }
-static void wgmma_dims_tensor(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_mode(MODE_TENSOR, 0, p, d); }
-static void wgmma_dims_block(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_mode(MODE_BLOCK, 1, p, d); }
-static void wgmma_dims_acc32(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_mode(MODE_CHANNEL, 1, p, d); }
 
 /* 16 output columns per block of 8 warps */
 static void gemv_dims(const qc_problem *p, qc_launch_dims *d) {
@@ -255,8 +251,6 @@ static int n_ok(const qc_problem *p, const char *id, qc_reason *why) {
 ELIG(elig_wg_channel, w8a8_scheme_ok, MODE_CHANNEL, "fp8.gemm_channel_wgmma")
 ELIG(elig_wg_tensor, w8a8_scheme_ok, MODE_TENSOR, "fp8.gemm_tensor_wgmma")
 ELIG(elig_wg_block, w8a8_scheme_ok, MODE_BLOCK, "fp8.gemm_block_wgmma")
-ELIG(elig_wg_channel32, w8a8_scheme_ok, MODE_CHANNEL, "fp8.gemm_channel_wgmma_acc32")
-ELIG(elig_wg_tensor32, w8a8_scheme_ok, MODE_TENSOR, "fp8.gemm_tensor_wgmma_acc32")
 ELIG(elig_gv_channel, w8a8_scheme_ok, MODE_CHANNEL, "fp8.gemv_channel")
 ELIG(elig_gv_tensor, w8a8_scheme_ok, MODE_TENSOR, "fp8.gemv_tensor")
 ELIG(elig_gv_block, w8a8_scheme_ok, MODE_BLOCK, "fp8.gemv_block")
@@ -320,8 +314,6 @@ static const char *const OPT_TOKEN[] = {"-DFP8_QUANT_TOKEN", NULL};
 static const char *const OPT_STATIC[] = {"-DFP8_QUANT_STATIC", NULL};
 static const char *const OPT_GROUP[] = {"-DFP8_QUANT_GROUP", NULL};
 static const char *const OPT_MODE[3][1 + 1] = {{"-DFP8_MODE=0", NULL}, {"-DFP8_MODE=1", NULL}, {"-DFP8_MODE=2", NULL}};
-static const char *const OPT_ACC32[2][2 + 1] = {{"-DFP8_MODE=0", "-DFP8_PROMOTE", NULL},
-                                                {"-DFP8_MODE=1", "-DFP8_PROMOTE", NULL}};
 static const char *const OPT_W16[3][2 + 1] = {{"-DFP8_W8A16", "-DFP8_MODE=0", NULL},
                                                {"-DFP8_W8A16", "-DFP8_MODE=1", NULL},
                                                {"-DFP8_W8A16", "-DFP8_MODE=2", NULL}};
@@ -353,17 +345,11 @@ static const kspec g_kernels[] = {
     {"fp8.gemv_block", "qc_fp8_gemv_block", FP8_SRC_GEMV, OPT_MODE[2], {89, QC_SM_ANY}, QC_PHASE_ANY, 1, GV_ROWS,
      P_W8A8, NP(P_W8A8), FN(block_ref), gemv_dims, elig_gv_block, 0},
     {"fp8.gemm_channel_wgmma", "qc_fp8_gemm_channel_wgmma", FP8_SRC_WGMMA, OPT_MODE[0], {90, 90}, QC_PHASE_ANY, 1,
-     (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(channel_ref), wgmma_dims_channel, elig_wg_channel, 1},
+     (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(channel_ref), wgmma_dims, elig_wg_channel, 1},
     {"fp8.gemm_tensor_wgmma", "qc_fp8_gemm_tensor_wgmma", FP8_SRC_WGMMA, OPT_MODE[1], {90, 90}, QC_PHASE_ANY, 1,
-     (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(tensor_ref), wgmma_dims_tensor, elig_wg_tensor, 1},
+     (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(tensor_ref), wgmma_dims, elig_wg_tensor, 1},
     {"fp8.gemm_block_wgmma", "qc_fp8_gemm_block_wgmma", FP8_SRC_WGMMA, OPT_MODE[2], {90, 90}, QC_PHASE_ANY, 1,
-     (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(block_ref), wgmma_dims_block, elig_wg_block, 1},
-    /* the same with f32 promotion every 128 K (128x128 tiles): after the fast ones, so not selected by
-       default; for a caller that wants cuBLASLt's non-fast accumulation */
-    {"fp8.gemm_channel_wgmma_acc32", "qc_fp8_gemm_channel_wgmma_acc32", FP8_SRC_WGMMA, OPT_ACC32[0], {90, 90},
-     QC_PHASE_ANY, 1, (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(channel_ref), wgmma_dims_acc32, elig_wg_channel32, 1},
-    {"fp8.gemm_tensor_wgmma_acc32", "qc_fp8_gemm_tensor_wgmma_acc32", FP8_SRC_WGMMA, OPT_ACC32[1], {90, 90},
-     QC_PHASE_ANY, 1, (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(tensor_ref), wgmma_dims_acc32, elig_wg_tensor32, 1},
+     (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(block_ref), wgmma_dims, elig_wg_block, 1},
     {"fp8.gemm_channel_mma", "qc_fp8_gemm_channel_mma", FP8_SRC_MMA, OPT_MODE[0], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
      65535ll * MM_T, P_W8A8, NP(P_W8A8), FN(channel_ref), mma_dims, elig_mm_channel, 0},
     {"fp8.gemm_tensor_mma", "qc_fp8_gemm_tensor_mma", FP8_SRC_MMA, OPT_MODE[1], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,

@@ -3,21 +3,26 @@
  * The bf16 kernel's design (core/src/qc_kernels_wgmma.c) with 8-bit operands: a stage holds 128 K
  * (128 bytes per row, the 128-byte swizzle span), x as one 128x128 box and W as BN/64 boxes of
  * 64x128; four wgmma m64nBNk32 per stage per consumer warpgroup.  Warpgroup 0 produces (one thread
- * issues the TMA), warpgroups 1 and 2 each own 64 rows of the 128 x BN tile.
+ * issues the TMA; setmaxnreg gives its registers away), warpgroups 1 and 2 each own 64 rows of the
+ * 128 x BN tile.  Persistent blocks walk the tiles in groups of 8 row tiles (L2 reuse of W and x).
  *
- * FP8_MODE 0 (channel):  y = acc * (xs[i] * ws[j]);     BN 256/192/128 (the bf16 plan)
- *          1 (tensor):   y = acc * (xs[i] * ws[0]);     same
- *          2 (block):    every 128-K stage: tot = fmaf(acc_g, xs[i,g] * ws[j/128,g], tot); y = tot;  BN 128
- * Modes 0/1 accumulate all of K inside the tensor cores (Hopper's FP8 accumulation keeps fewer bits
- * than f32; the test states the tolerance); with FP8_PROMOTE (the *_acc32 kernels, BN 128) they promote
- * every 128 K into f32 registers as the block mode does, then scale as modes 0/1.  Mode 2 promotes every 128 K into f32 registers, which the
- * per-group scales require anyway (and which is DeepSeek-V3's recipe).
+ * Accumulation (every mode): Hopper's FP8 wgmma adds into its accumulator with fewer bits than f32,
+ * so each 128-K stage starts a fresh accumulator (scale-d = 0 on its first k32 step) and the stage's
+ * sum is promoted into f32 registers `tot` by the CUDA cores -- DeepSeek-V3's recipe, CUTLASS's
+ * GmmaFP8Accumulation with a promotion interval of 4 k32 MMAs, cuBLASLt without fast accumulation.
+ * Two 64 x BN register sets (acc, tot) per thread bound the tile: BN 192 (96 + 96 registers of the
+ * 232 a consumer gets) or 128; 256 would need 256 registers.  A consumer waits for its own group
+ * before promoting, and the other consumer's group keeps the tensor cores busy meanwhile (DeepGEMM's
+ * arrangement); the stage goes back to the producer as soon as the group that read it has retired.
+ *
+ * FP8_MODE 0 (channel):  tot += acc each stage;  y = tot * (xs[i] * ws[j])
+ *          1 (tensor):   tot += acc each stage;  y = tot * (xs[i] * ws[0])
+ *          2 (block):    tot = fmaf(acc, xs[i,g] * ws[j/128,g], tot) each stage g;  y = tot
+ * (the scale product first, as the C references; they sum all of K (modes 0/1) or each 128-K group in
+ * one f32 chain, so the kernel differs from them only in summation order and the tensor cores'
+ * accumulation inside a stage).  With BN 192 a tile's columns span two 128-column weight blocks,
+ * split at column 64 or 128 of the tile (tiles start at multiples of 64): two scale pairs per stage.
  */
-#if FP8_MODE == 2 || defined(FP8_PROMOTE)
-#define QC_PROMOTE 1 /* fresh accumulator every 128-K stage, summed in f32 registers */
-#else
-#define QC_PROMOTE 0
-#endif
 #define WG_SMS 132
 #define WG_BM 128
 #define WG_BK 128 /* K elements (= bytes) per stage */
@@ -25,20 +30,18 @@
 #define WG_A_BYTES (WG_BM * WG_BK)
 #define WG_BOX_B_BYTES (64 * WG_BK)
 
+/* tile width: the one whose waves of WG_SMS tiles carry the most useful columns, weighted by how fast
+   a tile of that width runs; keep in step with fp8_wgmma_plan in fp8_kernels.c */
 __device__ __forceinline__ int qc_wg_bn(long long m, long long n) {
-#if QC_PROMOTE
-    return 128;
-#else
-    const int bns[3] = {256, 192, 128}, eff[3] = {100, 96, 88};
+    const int bns[2] = {192, 128}, eff[2] = {100, 90};
     long long tm = (m + WG_BM - 1) / WG_BM, best = -1;
-    int pick = 256;
-    for (int i = 0; i < 3; i++) {
+    int pick = 192;
+    for (int i = 0; i < 2; i++) {
         long long tn = (n + bns[i] - 1) / bns[i], waves = (tm * tn + WG_SMS - 1) / WG_SMS;
         long long score = tm * n * eff[i] / (waves * bns[i]);
         if (score > best) { best = score; pick = bns[i]; }
     }
     return pick;
-#endif
 }
 __device__ __forceinline__ unsigned qc_smem(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void qc_mbar_init(unsigned bar, unsigned count) {
@@ -72,8 +75,7 @@ template <int N> __device__ __forceinline__ void qc_wg_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 template <int BN> __device__ __forceinline__ void qc_wgmma(float *d, u64 da, u64 db, int scale_d) {
-    if constexpr (BN == 256) qc_wgmma_e4m3_256(d, da, db, scale_d);
-    else if constexpr (BN == 192) qc_wgmma_e4m3_192(d, da, db, scale_d);
+    if constexpr (BN == 192) qc_wgmma_e4m3_192(d, da, db, scale_d);
     else qc_wgmma_e4m3_128(d, da, db, scale_d);
 }
 __device__ __forceinline__ void qc_wg_tile(long long t, long long tiles_m, long long tiles_n, long long *tm,
@@ -85,18 +87,28 @@ __device__ __forceinline__ void qc_wg_tile(long long t, long long tiles_m, long 
     *tn = in_g / gsz;
 }
 
+#if FP8_MODE == 2
+/* tot += acc * scale for the 8-column chunks [J0, J1) of this thread's accumulators (4 values each:
+   rows r0 (i%4 < 2) and r1) */
+template <int J0, int J1>
+__device__ __forceinline__ void qc_promote_scaled(float *tot, const float *acc, float s0, float s1) {
+#pragma unroll
+    for (int i = 4 * J0; i < 4 * J1; i++) tot[i] = fmaf(acc[i], (i & 2) ? s1 : s0, tot[i]);
+}
+#endif
+
 template <int BN, int ST>
 __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw, const float *xs, const float *ws,
                                             float *y, long long m, long long n, long long k, unsigned char *smem,
                                             unsigned long long *bars) {
     const unsigned STAGE = WG_A_BYTES + BN * WG_BK;
-    const unsigned base = (qc_smem(smem) + 1023u) & ~1023u;
+    const unsigned base = (qc_smem(smem) + 1023u) & ~1023u; /* the 128-byte swizzle repeats every 1024 B */
     const unsigned full = qc_smem(bars), empty = full + 8 * ST;
     const int tid = threadIdx.x, wg = tid >> 7;
     if (tid == 0) {
         for (int s = 0; s < ST; s++) {
-            qc_mbar_init(full + 8 * s, 1);
-            qc_mbar_init(empty + 8 * s, 8);
+            qc_mbar_init(full + 8 * s, 1);  /* the producer's arrive.expect_tx, then the TMA bytes */
+            qc_mbar_init(empty + 8 * s, 8); /* one arrival per consumer warp */
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -115,10 +127,10 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 qc_wg_tile(t, tiles_m, tiles_n, &tm, &tn);
                 const int row0 = (int)(tm * WG_BM), col0 = (int)(tn * BN);
                 const long long left = n - col0;
-                const int nb = left >= BN ? BN / 64 : (int)((left + 63) / 64);
+                const int nb = left >= BN ? BN / 64 : (int)((left + 63) / 64); /* W boxes wholly past n: not loaded */
                 const unsigned bytes = WG_A_BYTES + (unsigned)nb * WG_BOX_B_BYTES;
                 for (int kt = 0; kt < kt_n; kt++) {
-                    qc_mbar_wait(empty + 8 * s, ph ^ 1u);
+                    qc_mbar_wait(empty + 8 * s, ph ^ 1u); /* a fresh barrier passes parity 1 at once */
                     const unsigned fb = full + 8 * s, sa = base + s * STAGE, sb = sa + WG_A_BYTES;
                     qc_mbar_expect_tx(fb, bytes);
                     qc_tma2d(sa, tmx, kt * WG_BK, row0, fb);
@@ -130,75 +142,59 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
         const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
-        float acc[BN / 2];
-#if QC_PROMOTE
-        float tot[BN / 2];
-#endif
+        float acc[BN / 2], tot[BN / 2];
 #if FP8_MODE == 2
-        const long long kb = kt_n; /* 128-K groups per row of xs and of the weight scales */
+        const long long kb = kt_n, nblk = (n + QC_FP8_BLOCK - 1) / QC_FP8_BLOCK; /* 128-K groups, weight block rows */
 #endif
-        int s = 0, prev = 0;
+        int s = 0;
         unsigned ph = 0;
         for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
             long long tm, tn;
             qc_wg_tile(t, tiles_m, tiles_n, &tm, &tn);
             /* accumulator i of a thread: row 16 warp + lane/4 (+8 for i%4 >= 2), column 8 (i/4) + 2 (lane%4) + i%2 */
             const long long r0 = tm * WG_BM + c * 64 + warp * 16 + (lane >> 2), r1 = r0 + 8;
-#if QC_PROMOTE
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
-#endif
 #if FP8_MODE == 2
             const float *xs0 = xs + (r0 < m ? r0 : 0) * kb, *xs1 = xs + (r1 < m ? r1 : 0) * kb;
-            const float *wsb = ws + (tn * BN / QC_FP8_BLOCK) * kb;
+            const long long b0 = tn * BN / QC_FP8_BLOCK, b1 = b0 + 1 < nblk ? b0 + 1 : b0;
+            const float *wsa = ws + b0 * kb, *wsb = ws + b1 * kb;
+            const bool at64 = (tn * BN) % QC_FP8_BLOCK != 0; /* BN 192: the tile's second block starts at column 64 */
 #endif
             for (int kt = 0; kt < kt_n; kt++) {
 #if FP8_MODE == 2
-                const float sw = wsb[kt], s0 = xs0[kt] * sw, s1 = xs1[kt] * sw; /* a_s * w_s, as the reference */
+                /* a_s * w_s, as the reference; loaded before the wait so that the loads overlap it */
+                const float xa0 = xs0[kt], xa1 = xs1[kt], wa = wsa[kt], wb = wsb[kt];
 #endif
                 qc_mbar_wait(full + 8 * s, ph);
                 const unsigned sa = base + s * STAGE + c * (64 * WG_BK), sb = base + s * STAGE + WG_A_BYTES;
                 qc_wg_fence();
 #pragma unroll
                 for (int kk = 0; kk < WG_BK / 32; kk++) /* 32 k = 32 B further along the swizzled rows */
-#if QC_PROMOTE
                     qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0);
-#else
-                    qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kt > 0 || kk > 0);
-#endif
                 qc_wg_commit();
-#if QC_PROMOTE
                 qc_wg_wait<0>();
-                if (lane == 0) qc_mbar_arrive(empty + 8 * s);
+                if (lane == 0) qc_mbar_arrive(empty + 8 * s); /* the stage is read: the producer may refill it */
 #pragma unroll
                 for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
 #if FP8_MODE == 2
-#pragma unroll
-                for (int i = 0; i < BN / 2; i++) tot[i] = fmaf(acc[i], (i & 2) ? s1 : s0, tot[i]);
+                const float s0a = xa0 * wa, s1a = xa1 * wa, s0b = xa0 * wb, s1b = xa1 * wb;
+                if (BN == 128) {
+                    qc_promote_scaled<0, BN / 8>(tot, acc, s0a, s1a);
+                } else if (at64) { /* columns 0-63 in block b0, 64-191 in b1 */
+                    qc_promote_scaled<0, 8>(tot, acc, s0a, s1a);
+                    qc_promote_scaled<8, BN / 8>(tot, acc, s0b, s1b);
+                } else { /* columns 0-127 in b0, 128-191 in b1 */
+                    qc_promote_scaled<0, 16>(tot, acc, s0a, s1a);
+                    qc_promote_scaled<16, BN / 8>(tot, acc, s0b, s1b);
+                }
 #else
 #pragma unroll
                 for (int i = 0; i < BN / 2; i++) tot[i] += acc[i];
 #endif
-#else
-                if (kt > 0) { /* the previous step's group has read its stage: hand it back */
-                    qc_wg_wait<1>();
-                    if (lane == 0) qc_mbar_arrive(empty + 8 * prev);
-                }
-                prev = s;
-#endif
                 if (++s == ST) { s = 0; ph ^= 1u; }
             }
-#if QC_PROMOTE
-            const float *v = tot;
 #if FP8_MODE != 2
-            const float f0 = r0 < m ? xs[r0] : 0.f, f1 = r1 < m ? xs[r1] : 0.f;
-#endif
-#else
-            qc_wg_wait<0>();
-            if (kt_n > 0 && lane == 0) qc_mbar_arrive(empty + 8 * prev);
-#pragma unroll
-            for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
-            const float *v = acc;
             const float f0 = r0 < m ? xs[r0] : 0.f, f1 = r1 < m ? xs[r1] : 0.f;
 #endif
             const long long cb = tn * BN + 2 * (lane & 3);
@@ -208,8 +204,8 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 const long long cn = cb + 8 * j;
                 if (cn < n) {
 #if FP8_MODE == 2
-                    if (r0 < m) *(float2 *)(y0 + cn) = make_float2(v[4 * j], v[4 * j + 1]);
-                    if (r1 < m) *(float2 *)(y1 + cn) = make_float2(v[4 * j + 2], v[4 * j + 3]);
+                    if (r0 < m) *(float2 *)(y0 + cn) = make_float2(tot[4 * j], tot[4 * j + 1]);
+                    if (r1 < m) *(float2 *)(y1 + cn) = make_float2(tot[4 * j + 2], tot[4 * j + 3]);
 #else
 #if FP8_MODE == 1
                     const float w0 = ws[0], w1 = w0;
@@ -218,8 +214,8 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                     const float w0 = wv.x, w1 = wv.y;
 #endif
                     /* y = sum * (a_s * w_s): the scale product first, as the reference */
-                    if (r0 < m) *(float2 *)(y0 + cn) = make_float2(v[4 * j] * (f0 * w0), v[4 * j + 1] * (f0 * w1));
-                    if (r1 < m) *(float2 *)(y1 + cn) = make_float2(v[4 * j + 2] * (f1 * w0), v[4 * j + 3] * (f1 * w1));
+                    if (r0 < m) *(float2 *)(y0 + cn) = make_float2(tot[4 * j] * (f0 * w0), tot[4 * j + 1] * (f0 * w1));
+                    if (r1 < m) *(float2 *)(y1 + cn) = make_float2(tot[4 * j + 2] * (f1 * w0), tot[4 * j + 3] * (f1 * w1));
 #endif
                 }
             }
@@ -227,11 +223,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
     }
 }
 
-#if FP8_MODE == 0 && QC_PROMOTE
-#define QC_ENTRY qc_fp8_gemm_channel_wgmma_acc32
-#elif FP8_MODE == 1 && QC_PROMOTE
-#define QC_ENTRY qc_fp8_gemm_tensor_wgmma_acc32
-#elif FP8_MODE == 0
+#if FP8_MODE == 0
 #define QC_ENTRY qc_fp8_gemm_channel_wgmma
 #elif FP8_MODE == 1
 #define QC_ENTRY qc_fp8_gemm_tensor_wgmma
@@ -253,13 +245,6 @@ extern "C" __global__ void __launch_bounds__(384, 1) QC_ENTRY(const u8 *xq, cons
              i += (long long)gridDim.x * blockDim.x) y[i] = 0.f;
         return;
     }
-#if QC_PROMOTE
-    qc_fp8_gemm<128, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars);
-#else
-    switch (qc_wg_bn(m, n)) {
-    case 256: qc_fp8_gemm<256, 4>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars); break;
-    case 192: qc_fp8_gemm<192, 5>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars); break;
-    default: qc_fp8_gemm<128, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars); break;
-    }
-#endif
+    if (qc_wg_bn(m, n) == 192) qc_fp8_gemm<192, 5>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars);
+    else qc_fp8_gemm<128, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars);
 }
