@@ -11,7 +11,7 @@
  */
 #define GV_WARPS 8
 #define GV_NG 2 /* 8-row weight groups per block */
-#define GV_U 2  /* chunks whose loads are issued before their mmas */
+#define GV_U 4  /* chunks whose loads are issued before their mmas: 8 x 16-byte weight loads per lane in flight */
 
 __device__ __forceinline__ void qc_mma_f16(float *d, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
