@@ -34,7 +34,7 @@ __device__ __forceinline__ u32 qc_word(uint4 v, int s) { return s == 0 ? v.x : s
 #else
 #define QC_ENTRY qc_fp8_gemv_block
 #endif
-extern "C" __global__ void __launch_bounds__(GV_WARPS * 32) QC_ENTRY(const u8 *xq, const float *xs, const u8 *w,
+extern "C" __global__ void __launch_bounds__(GV_WARPS * 32, 2) QC_ENTRY(const u8 *xq, const float *xs, const u8 *w,
                                                                       const float *ws, float *y, long long m,
                                                                       long long n, long long k) {
     __shared__ float red[GV_WARPS][GV_NG][32][4];
@@ -42,7 +42,7 @@ extern "C" __global__ void __launch_bounds__(GV_WARPS * 32) QC_ENTRY(const u8 *x
     const long long j0 = (long long)blockIdx.x * (8 * GV_NG);
     if (m <= 0 || j0 >= n) return;
     const long long nch = (k + 63) / 64;
-    const bool xok0 = g < m, xok1 = g + 8 < m;
+    const bool xok0 = g < m, xok1 = g + 8 < m; /* rows of x past m: row 0 stands in */
     const u8 *x0 = xq + (xok0 ? g : 0) * k, *x1 = xq + (xok1 ? g + 8 : 0) * k;
     const u8 *wr[GV_NG];
     bool wok[GV_NG];
@@ -61,58 +61,73 @@ extern "C" __global__ void __launch_bounds__(GV_WARPS * 32) QC_ENTRY(const u8 *x
 #pragma unroll
     for (int t = 0; t < GV_NG; t++) tot[t][0] = tot[t][1] = tot[t][2] = tot[t][3] = 0.f;
 #endif
-    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-    for (long long c0 = warp; c0 < nch; c0 += (long long)GV_WARPS * GV_U) {
-        uint4 xa[GV_U][2], wb[GV_U][GV_NG];
-#pragma unroll
-        for (int u = 0; u < GV_U; u++) {
-            const long long c = c0 + (long long)u * GV_WARPS, kp = c * 64 + 16 * q;
-            const bool kok = c < nch && kp < k;
-            xa[u][0] = kok && xok0 ? __ldg((const uint4 *)(x0 + kp)) : zero;
-            xa[u][1] = kok && xok1 ? __ldg((const uint4 *)(x1 + kp)) : zero;
-#pragma unroll
-            for (int t = 0; t < GV_NG; t++) wb[u][t] = kok && wok[t] ? qc_ld_stream(wr[t] + kp) : zero;
-        }
-#pragma unroll
-        for (int u = 0; u < GV_U; u++) {
+    /* the mmas of one 64-K chunk c whose x and W bytes are in xa[2], wb[GV_NG] */
+    auto chunk = [&](const uint4 *xa, const uint4 *wb, long long c) {
 #if FP8_MODE == 2
-            float part[GV_NG][4];
+        float part[GV_NG][4];
 #pragma unroll
-            for (int t = 0; t < GV_NG; t++) part[t][0] = part[t][1] = part[t][2] = part[t][3] = 0.f;
+        for (int t = 0; t < GV_NG; t++) part[t][0] = part[t][1] = part[t][2] = part[t][3] = 0.f;
 #define QC_ACC part
 #else
+        (void)c;
 #define QC_ACC d
 #endif
 #pragma unroll
-            for (int s = 0; s < 4; s++) {
-                const u32 w0 = qc_word(xa[u][0], s), w1 = qc_word(xa[u][1], s);
-                const u32 a0 = qc_e4m3x2_f16x2(w0 & 0xFFFFu), a1 = qc_e4m3x2_f16x2(w1 & 0xFFFFu);
-                const u32 a2 = qc_e4m3x2_f16x2(w0 >> 16), a3 = qc_e4m3x2_f16x2(w1 >> 16);
+        for (int s = 0; s < 4; s++) {
+            const u32 w0 = qc_word(xa[0], s), w1 = qc_word(xa[1], s);
+            const u32 a0 = qc_e4m3x2_f16x2(w0 & 0xFFFFu), a1 = qc_e4m3x2_f16x2(w1 & 0xFFFFu);
+            const u32 a2 = qc_e4m3x2_f16x2(w0 >> 16), a3 = qc_e4m3x2_f16x2(w1 >> 16);
 #pragma unroll
-                for (int t = 0; t < GV_NG; t++) {
-                    const u32 bw = qc_word(wb[u][t], s);
-                    qc_mma_f16(QC_ACC[t], a0, a1, a2, a3, qc_e4m3x2_f16x2(bw & 0xFFFFu), qc_e4m3x2_f16x2(bw >> 16));
-                }
+            for (int t = 0; t < GV_NG; t++) {
+                const u32 bw = qc_word(wb[t], s);
+                qc_mma_f16(QC_ACC[t], a0, a1, a2, a3, qc_e4m3x2_f16x2(bw & 0xFFFFu), qc_e4m3x2_f16x2(bw >> 16));
             }
+        }
 #undef QC_ACC
 #if FP8_MODE == 2
-            const long long c = c0 + (long long)u * GV_WARPS;
-            if (c < nch) {
-                const long long grp = c / 2; /* 64-K chunk c lies in 128-K group c/2 */
-                const float a_s0 = xs0[grp], a_s1 = xs1[grp];
+        const long long grp = c / 2; /* 64-K chunk c lies in 128-K group c/2 */
+        const float a_s0 = xs0[grp], a_s1 = xs1[grp];
 #pragma unroll
-                for (int t = 0; t < GV_NG; t++) {
-                    /* columns j0 + 8t + 2q + {0,1}: one 128-column block (16 | 128) */
-                    const float w_s = ws[((j0 + 8 * t) / QC_FP8_BLOCK) * kb + grp];
-                    const float s0 = a_s0 * w_s, s1 = a_s1 * w_s;
-                    tot[t][0] = fmaf(part[t][0], s0, tot[t][0]);
-                    tot[t][1] = fmaf(part[t][1], s0, tot[t][1]);
-                    tot[t][2] = fmaf(part[t][2], s1, tot[t][2]);
-                    tot[t][3] = fmaf(part[t][3], s1, tot[t][3]);
-                }
-            }
-#endif
+        for (int t = 0; t < GV_NG; t++) {
+            /* columns j0 + 8t + 2q + {0,1}: one 128-column block (16 | 128) */
+            const float w_s = ws[((j0 + 8 * t) / QC_FP8_BLOCK) * kb + grp];
+            const float s0 = a_s0 * w_s, s1 = a_s1 * w_s;
+            tot[t][0] = fmaf(part[t][0], s0, tot[t][0]);
+            tot[t][1] = fmaf(part[t][1], s0, tot[t][1]);
+            tot[t][2] = fmaf(part[t][2], s1, tot[t][2]);
+            tot[t][3] = fmaf(part[t][3], s1, tot[t][3]);
         }
+#endif
+    };
+    /* Whole chunks, GV_U per warp at a time with no predicates: all 2 GV_U x and GV_NG GV_U weight
+       loads are issued before the first mma (rows of x past m read row 0: they only feed output rows
+       that are not stored; rows of W are < n since 16 | n). */
+    const long long kfull = k / 64;
+    long long c0 = warp;
+    for (; c0 + (long long)GV_WARPS * (GV_U - 1) < kfull; c0 += (long long)GV_WARPS * GV_U) {
+        uint4 xa[GV_U][2], wb[GV_U][GV_NG];
+#pragma unroll
+        for (int u = 0; u < GV_U; u++) {
+            const long long kp = (c0 + (long long)u * GV_WARPS) * 64 + 16 * q;
+            xa[u][0] = __ldg((const uint4 *)(x0 + kp));
+            xa[u][1] = __ldg((const uint4 *)(x1 + kp));
+#pragma unroll
+            for (int t = 0; t < GV_NG; t++) wb[u][t] = qc_ld_stream(wr[t] + kp);
+        }
+#pragma unroll
+        for (int u = 0; u < GV_U; u++) chunk(xa[u], wb[u], c0 + (long long)u * GV_WARPS);
+    }
+    /* the rest, one chunk at a time; a ragged last chunk (k % 64) reads zeros past k */
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    for (; c0 < nch; c0 += GV_WARPS) {
+        uint4 xa[2], wb[GV_NG];
+        const long long kp = c0 * 64 + 16 * q;
+        const bool kok = kp < k;
+        xa[0] = kok ? __ldg((const uint4 *)(x0 + kp)) : zero;
+        xa[1] = kok ? __ldg((const uint4 *)(x1 + kp)) : zero;
+#pragma unroll
+        for (int t = 0; t < GV_NG; t++) wb[t] = kok ? qc_ld_stream(wr[t] + kp) : zero;
+        chunk(xa, wb, c0);
     }
 #pragma unroll
     for (int t = 0; t < GV_NG; t++)

@@ -155,6 +155,9 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             const long long r0 = tm * WG_BM + c * 64 + warp * 16 + (lane >> 2), r1 = r0 + 8;
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
+#if FP8_MODE != 2
+            const float f0 = r0 < m ? __ldg(xs + r0) : 0.f, f1 = r1 < m ? __ldg(xs + r1) : 0.f; /* used after the K loop */
+#endif
 #if FP8_MODE == 2
             const float *xs0 = xs + (r0 < m ? r0 : 0) * kb, *xs1 = xs + (r1 < m ? r1 : 0) * kb;
             const long long b0 = tn * BN / QC_FP8_BLOCK, b1 = b0 + 1 < nblk ? b0 + 1 : b0;
@@ -194,11 +197,23 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #endif
                 if (++s == ST) { s = 0; ph ^= 1u; }
             }
-#if FP8_MODE != 2
-            const float f0 = r0 < m ? xs[r0] : 0.f, f1 = r1 < m ? xs[r1] : 0.f;
-#endif
             const long long cb = tn * BN + 2 * (lane & 3);
             float *y0 = y + r0 * n, *y1 = y + r1 * n;
+#if FP8_MODE != 2
+            /* The scales first, all loads in flight at once (into the registers acc no longer needs);
+               loaded between the stores, each would wait a full L2 round trip, the stores possibly
+               aliasing ws.  Columns past n read column 0 and are not stored. */
+            float2 wv[BN / 8];
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++) {
+#if FP8_MODE == 1
+                wv[j] = make_float2(ws[0], ws[0]);
+#else
+                const long long cn = cb + 8 * j;
+                wv[j] = __ldg((const float2 *)(ws + (cn < n ? cn : 0)));
+#endif
+            }
+#endif
 #pragma unroll
             for (int j = 0; j < BN / 8; j++) {
                 const long long cn = cb + 8 * j;
@@ -207,12 +222,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                     if (r0 < m) *(float2 *)(y0 + cn) = make_float2(tot[4 * j], tot[4 * j + 1]);
                     if (r1 < m) *(float2 *)(y1 + cn) = make_float2(tot[4 * j + 2], tot[4 * j + 3]);
 #else
-#if FP8_MODE == 1
-                    const float w0 = ws[0], w1 = w0;
-#else
-                    const float2 wv = *(const float2 *)(ws + cn);
-                    const float w0 = wv.x, w1 = wv.y;
-#endif
+                    const float w0 = wv[j].x, w1 = wv[j].y;
                     /* y = sum * (a_s * w_s): the scale product first, as the reference */
                     if (r0 < m) *(float2 *)(y0 + cn) = make_float2(tot[4 * j] * (f0 * w0), tot[4 * j + 1] * (f0 * w1));
                     if (r1 < m) *(float2 *)(y1 + cn) = make_float2(tot[4 * j + 2] * (f1 * w0), tot[4 * j + 3] * (f1 * w1));
