@@ -27,6 +27,11 @@
  * terms (Cauchy-Schwarz bounds sum |x w| by it), so a different summation
  * order or activation rounding passes and a wrong group or element does not */
 #define GB_RTOL 1e-4
+/* FP8 activations (W8A8): Hopper's FP8 wgmma adds the products of a 128-K
+ * stage with ~13-14 bits before the f32 promotion; measured on the H200 up to
+ * ~1.1e-3 of sum |a w| (<= |x_i| |w_j|).  A wrong 128-K group at K = 4096 is
+ * off by ~0.18 |x_i| |w_j|. */
+#define GB_RTOL_FP8 2e-3
 /* before each timed launch a memset this large evicts the 50 MiB L2, as
  * triton's do_bench does for the anchors */
 #define GB_FLUSH_WORDS ((size_t)64 << 20)
@@ -37,10 +42,11 @@ typedef struct gb_shape {
     int64_t n, k;
 } gb_shape;
 
-/* Host and device addresses of one call's buffers. */
+/* Host and device addresses of one call's buffers; xq/xq_s: a W8A8 kernel's
+ * quantized activations and their scales ("xq", "xs"). */
 typedef struct gb_bufs {
-    void *x, *xb, *y;
-    qc_devptr dx, dxb, dy;
+    void *x, *xb, *y, *xq, *xq_s;
+    qc_devptr dx, dxb, dy, dxq, dxq_s;
     const qc_packed_weight *pw;
     qc_devptr dw[QC_MAX_WEIGHT_BUFFERS];
 } gb_bufs;
@@ -213,11 +219,30 @@ static int has_param(const qc_kernel_desc *k, const char *name) {
     return 0;
 }
 
-/* A linear kernel: y[m,n] = x[m,k] W^T with the conventional names. */
+/* A linear kernel: y[m,n] = x[m,k] W^T with the conventional names; a W8A8
+ * one takes the activations quantized by its format's quantizer ("xq", "xs"). */
 static int is_linear(const qc_kernel_desc *k) {
     int w = 0;
     for (uint32_t i = 0; i < k->n_params; i++) w |= strncmp(k->params[i].name, "w.", 2) == 0;
-    return w && has_param(k, "y") && has_param(k, "k") && (has_param(k, "x") || has_param(k, "x.bf16"));
+    return w && has_param(k, "y") && has_param(k, "k") &&
+           (has_param(k, "x") || has_param(k, "x.bf16") || has_param(k, "xq"));
+}
+
+/* The activation quantizer of a W8A8 kernel's format for problem p, as the
+ * engine picks it (qc_engine.c find_quantizer): same format, CUDA source,
+ * takes "xq", no "y", built for this arch, and not refusing the problem with
+ * a code other than "role" (a quantizer is never a linear) or "missing". */
+static const qc_kernel_desc *find_quantizer(const qc_runtime *rt, const qc_kernel_desc *kd, const qc_problem *p) {
+    for (size_t i = 0; i < qc_kernel_count(rt); i++) {
+        const qc_kernel_desc *k = qc_kernel_get(rt, i);
+        if (strcmp(k->format, kd->format) != 0 || !k->cuda_source || !has_param(k, "xq") || has_param(k, "y")) continue;
+        if (p->sm < k->arch.min_sm || p->sm > k->arch.max_sm) continue;
+        qc_reason why;
+        if (k->eligible && !k->eligible(p, &why) && strcmp(why.code, "missing") != 0 && strcmp(why.code, "role") != 0)
+            continue;
+        return k;
+    }
+    return NULL;
 }
 
 static int add_kernel(gb *b, const char *flag, const char *tok) {
@@ -452,6 +477,10 @@ static int build_args(const qc_kernel_desc *kd, const gb_bufs *bf, int host, int
             hp = bf->xb, dp = bf->dxb;
         } else if (strcmp(nm, "y") == 0) {
             hp = bf->y, dp = bf->dy;
+        } else if (strcmp(nm, "xq") == 0) {
+            hp = bf->xq, dp = bf->dxq;
+        } else if (strcmp(nm, "xs") == 0) {
+            hp = bf->xq_s, dp = bf->dxq_s;
         } else if (strncmp(nm, "w.", 2) == 0) {
             uint32_t j = 0;
             while (j < bf->pw->n_buffers && strcmp(bf->pw->buffers[j].name, nm + 2) != 0) j++;
@@ -475,8 +504,8 @@ static int build_args(const qc_kernel_desc *kd, const gb_bufs *bf, int host, int
             else if (strcmp(nm, "group_size") == 0)
                 val = bf->pw->group_size;
             else {
-                qc_errf(err, errlen, "parameter '%s' is not one gemm-bench binds (x, x.bf16, y, m, n, k, group_size, "
-                        "w.<buffer>)", nm);
+                qc_errf(err, errlen, "parameter '%s' is not one gemm-bench binds (x, x.bf16, xq, xs, y, m, n, k, "
+                        "group_size, w.<buffer>)", nm);
                 return -1;
             }
         }
@@ -554,14 +583,28 @@ static int measure_bandwidth(gb *b) {
     return 0;
 }
 
-/* Median of b->iters launches, each after an L2 flush, after warm-ups. */
-static int time_kernel(gb *b, const qc_kernel_desc *kd, qc_gpu_fn fn, const qc_launch_dims *d, void **argv,
-                       double *median_us, char *err, size_t errlen) {
+/* One launch: a kernel, its function, geometry and bound arguments. */
+typedef struct gb_launch {
+    const qc_kernel_desc *kd;
+    qc_gpu_fn fn;
+    qc_launch_dims d;
+    void *argv[GB_MAX_ARGS];
+} gb_launch;
+
+/* `pre` (may be NULL), then `l` */
+static int launch_pair(gb *b, const gb_launch *pre, const gb_launch *l, char *err, size_t errlen) {
+    if (pre && qc_gpu_launch_kernel(b->g, pre->kd, pre->fn, &pre->d, (void **)pre->argv, err, errlen)) return -1;
+    return l ? qc_gpu_launch_kernel(b->g, l->kd, l->fn, &l->d, (void **)l->argv, err, errlen) : 0;
+}
+
+/* Median of b->iters launches of `pre` then `l` (either may be NULL), each
+ * pair after an L2 flush, after warm-ups. */
+static int time_kernel(gb *b, const gb_launch *pre, const gb_launch *l, double *median_us, char *err, size_t errlen) {
     for (int i = 0; i < GB_WARMUP; i++)
-        if (qc_gpu_launch_kernel(b->g, kd, fn, d, argv, err, errlen)) return -1;
+        if (launch_pair(b, pre, l, err, errlen)) return -1;
     for (int i = 0; i < b->iters; i++) {
         if (qc_gpu_memset32(b->g, b->flush.ptr, (uint32_t)i, GB_FLUSH_WORDS, err, errlen) ||
-            qc_gpu_event_record(b->g, b->ev0, err, errlen) || qc_gpu_launch_kernel(b->g, kd, fn, d, argv, err, errlen) ||
+            qc_gpu_event_record(b->g, b->ev0, err, errlen) || launch_pair(b, pre, l, err, errlen) ||
             qc_gpu_event_record(b->g, b->ev1, err, errlen) ||
             qc_gpu_event_elapsed(b->g, b->ev0, b->ev1, &b->ms_buf[i], err, errlen))
             return -1;
@@ -634,37 +677,67 @@ out:
     return rc;
 }
 
-/* One launch at M=m against the C reference on the host copies.  Returns 0
- * when it matches, 1 when it does not (WRONG), -1 when something failed. */
-static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd, qc_gpu_fn fn, const gb_shape *s,
-                        gb_bufs *bf, int64_t m, char *err, size_t errlen) {
+/* Activation element count of the xs workspace: groups down to 32 per row,
+ * as the engine sizes it. */
+static size_t xs_count(int64_t m, int64_t k) { return (size_t)m * (size_t)(k / 32 + 1); }
+
+static int is_fp8_act(const qc_format_desc *f) { return f->act_dtype == QC_DT_F8_E4M3 || f->act_dtype == QC_DT_F8_E5M2; }
+
+/* One launch at M=m against the C reference on the host copies; a W8A8
+ * kernel (quant != NULL) gets its activations from the quantizer, on the
+ * host through the quantizer's C reference, on the GPU through its kernel.
+ * Returns 0 when it matches, 1 when it does not (WRONG), -1 when something
+ * failed. */
+static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd, qc_gpu_fn fn,
+                        const qc_kernel_desc *quant, qc_gpu_fn quant_fn, const gb_shape *s, gb_bufs *bf, int64_t m,
+                        char *err, size_t errlen) {
     int64_t n = s->n, k = s->k;
     size_t cnt = (size_t)(m * n), words = cnt + GB_GUARD;
     float *ref = malloc(cnt * 4), *got = malloc(words * 4);
-    gb_args da;
+    void *hxq = quant ? calloc((size_t)(m * k), 1) : NULL, *hxs = quant ? calloc(xs_count(m, k), 4) : NULL;
+    gb_args da, qa;
     void *dargv[GB_MAX_ARGS];
     int rc = -1;
+    const double rtol = is_fp8_act(f) ? GB_RTOL_FP8 : GB_RTOL;
     double t0 = qc_now_seconds();
-    if (!ref || !got) {
+    if (!ref || !got || (quant && (!hxq || !hxs))) {
         qc_errf(err, errlen, "out of host memory for the check (%zu outputs)", cnt);
         goto out;
     }
     for (size_t i = 0; i < cnt; i++) memcpy(&ref[i], &(uint32_t){GB_POISON}, 4);
     bf->y = ref;
-    if (!kd->reference) {
-        qc_errf(err, errlen, "%s has no C reference to check against", kd->id);
+    bf->xq = hxq;
+    bf->xq_s = hxs;
+    if (!kd->reference || (quant && !quant->reference)) {
+        qc_errf(err, errlen, "%s has no C reference to check against", quant && !quant->reference ? quant->id : kd->id);
         goto out;
+    }
+    if (quant) { /* the activations as the quantizer's reference makes them */
+        void *qargv[GB_MAX_ARGS];
+        if (build_args(quant, bf, 1, m, n, k, &qa, qargv, err, errlen)) goto out;
+        qc_status qst = qc_kernel_call_reference(quant, qargv, err, errlen);
+        if (qst != QC_OK) goto out;
     }
     /* weight-only formats treat rows independently, so the reference runs
      * on row blocks in parallel; activation scales (per tensor) may couple
-     * rows elsewhere: one call */
-    int nt = f->act_scale == QC_GRAN_NONE ? n_threads(m) : 1;
+     * rows elsewhere, and xq/xs are laid out per call: one call */
+    int nt = f->act_scale == QC_GRAN_NONE && !quant ? n_threads(m) : 1;
     if (ref_rows(kd, bf, m, n, k, nt, err, errlen)) goto out;
     double t_ref = qc_now_seconds() - t0;
     qc_problem p = {.struct_size = sizeof p, .sm = (uint32_t)b->sm, .m = m, .n = n, .k = k,
                     .group_size = bf->pw->group_size, .scheme = bf->pw->scheme};
     qc_launch_dims d;
     kd->launch_dims(&p, &d);
+    if (quant) {
+        void *qargv[GB_MAX_ARGS];
+        qc_launch_dims qd;
+        quant->launch_dims(&p, &qd);
+        if (build_args(quant, bf, 0, m, n, k, &qa, qargv, err, errlen) ||
+            qc_gpu_memset32(b->g, bf->dxq, GB_POISON, (size_t)(m * k + 3) / 4, err, errlen) ||
+            qc_gpu_memset32(b->g, bf->dxq_s, GB_POISON, xs_count(m, k), err, errlen) ||
+            qc_gpu_launch_kernel(b->g, quant, quant_fn, &qd, qargv, err, errlen))
+            goto out;
+    }
     if (build_args(kd, bf, 0, m, n, k, &da, dargv, err, errlen) ||
         qc_gpu_memset32(b->g, bf->dy, GB_POISON, words, err, errlen) ||
         qc_gpu_launch_kernel(b->g, kd, fn, &d, dargv, err, errlen) || qc_gpu_sync(b->g, err, errlen) ||
@@ -684,7 +757,7 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
         unwritten_ref += r == GB_POISON;
         unwritten += u == GB_POISON;
         int64_t row = (int64_t)i / n, col = (int64_t)i % n;
-        double lim = GB_RTOL * b->xn[row] * b->wn[col] + 1e-30, dd = fabs((double)got[i] - ref[i]);
+        double lim = rtol * b->xn[row] * b->wn[col] + 1e-30, dd = fabs((double)got[i] - ref[i]);
         if (!isfinite(got[i]) || !isfinite(ref[i])) dd = INFINITY;
         if (isfinite(dd)) {
             num += dd * dd;
@@ -700,9 +773,9 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
     }
     rc = bad || past ? 1 : 0;
     printf("check %-9s %-22s %-8s M=%lld: %zu outputs, max|d| %.2e, worst d/tol %.3g (at %zu), relL2 %.2e, tol %.0e*"
-           "|x_i|*|w_j|; reference %.1f s on %d threads: %s\n",
-           f->name, kd->id, s->name, (long long)m, cnt, max_d, worst, at, den > 0 ? sqrt(num / den) : 0.0, GB_RTOL,
-           t_ref, nt, rc ? "WRONG" : "ok");
+           "|x_i|*|w_j|%s%s; reference %.1f s on %d threads: %s\n",
+           f->name, kd->id, s->name, (long long)m, cnt, max_d, worst, at, den > 0 ? sqrt(num / den) : 0.0, rtol,
+           quant ? "; activations by " : "", quant ? quant->id : "", t_ref, nt, rc ? "WRONG" : "ok");
     if (bad)
         printf("  %zu outputs out of tolerance (%zu unwritten); first at %zu (row %lld, col %lld): gpu %.9g, "
                "reference %.9g\n",
@@ -717,11 +790,16 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
     json_object_set_new(c, "bad", json_integer((json_int_t)bad));
     json_object_set_new(c, "unwritten", json_integer((json_int_t)unwritten));
     json_object_set_new(c, "written_past_end", json_integer((json_int_t)past));
+    json_set_num(c, "rtol", rtol);
+    if (quant) json_object_set_new(c, "quantizer", json_string(quant->id));
     json_array_append_new(b->checks, c);
 out:
     bf->y = NULL;
+    bf->xq = bf->xq_s = NULL;
     free(ref);
     free(got);
+    free(hxq);
+    free(hxs);
     return rc;
 }
 
@@ -736,20 +814,56 @@ static void add_error_row(gb *b, const qc_format_desc *f, const qc_kernel_desc *
     b->n_err++;
 }
 
-/* One kernel on one shape: refusals, the check, then a row per M. */
+/* A W8A8 kernel's quantizers, loaded once per kernel and shape. */
+#define GB_MAX_QUANT 4
+typedef struct gb_quant {
+    const qc_kernel_desc *kd[GB_MAX_QUANT];
+    qc_gpu_fn fn[GB_MAX_QUANT];
+    size_t n;
+} gb_quant;
+
+static int quant_fn(gb *b, gb_quant *q, const qc_kernel_desc *kd, qc_gpu_fn *fn, char *err, size_t errlen) {
+    for (size_t i = 0; i < q->n; i++)
+        if (q->kd[i] == kd) {
+            *fn = q->fn[i];
+            return 0;
+        }
+    qc_reason lw = {{0}, {0}};
+    if (q->n == GB_MAX_QUANT || qc_gpu_kernel_load(b->g, b->nv, kd, fn, &lw) != QC_OK) {
+        qc_errf(err, errlen, "%s: %s: %s", kd->id, q->n == GB_MAX_QUANT ? "limit" : lw.code,
+                q->n == GB_MAX_QUANT ? "too many quantizers" : lw.text);
+        return -1;
+    }
+    q->kd[q->n] = kd;
+    q->fn[q->n++] = *fn;
+    return 0;
+}
+
+/* One kernel on one shape: refusals, the check, then a row per M (a W8A8
+ * kernel: its time alone, and with the activation quantizer before it). */
 static void bench_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd, const gb_shape *s, gb_bufs *bf) {
     char err[1024];
     qc_reason why[GB_MAX_M];
+    const qc_kernel_desc *quant[GB_MAX_M];
+    const int w8a8 = has_param(kd, "xq");
     int ok[GB_MAX_M], any = 0;
     for (size_t i = 0; i < b->n_ms; i++) {
         qc_problem p = {.struct_size = sizeof p, .sm = (uint32_t)b->sm, .m = b->ms[i], .n = s->n, .k = s->k,
                         .group_size = bf->pw->group_size, .scheme = bf->pw->scheme};
         memset(&why[i], 0, sizeof why[i]);
         ok[i] = qc_select_kernel(kd, f, &p, 1, &why[i]);
+        quant[i] = ok[i] && w8a8 ? find_quantizer(b->c->rt, kd, &p) : NULL;
+        if (ok[i] && w8a8 && !quant[i]) {
+            ok[i] = 0;
+            snprintf(why[i].code, sizeof why[i].code, "quantizer");
+            snprintf(why[i].text, sizeof why[i].text, "%s takes quantized activations (xq, xs) and no %s activation "
+                     "quantizer takes this problem (scheme %u) on sm_%d", kd->id, f->name, bf->pw->scheme, b->sm);
+        }
         any |= ok[i];
     }
     int wrong = 0, failed = 0;
     qc_gpu_fn fn = NULL;
+    gb_quant qs = {{0}, {0}, 0};
     if (any) {
         qc_reason lw = {{0}, {0}};
         if (qc_gpu_kernel_load(b->g, b->nv, kd, &fn, &lw) != QC_OK) {
@@ -765,12 +879,19 @@ static void bench_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *k
         qc_problem p = {.struct_size = sizeof p, .sm = (uint32_t)b->sm, .m = mc, .n = s->n, .k = s->k,
                         .group_size = bf->pw->group_size, .scheme = bf->pw->scheme};
         qc_reason r;
-        if (mc > b->max_m || !qc_select_kernel(kd, f, &p, 1, &r)) {
+        if (mc > b->max_m || !qc_select_kernel(kd, f, &p, 1, &r) || (w8a8 && !find_quantizer(b->c->rt, kd, &p))) {
             mc = 0;
             for (size_t i = 0; i < b->n_ms; i++)
                 if (ok[i] && (!mc || b->ms[i] < mc)) mc = b->ms[i];
         }
-        int cr = check_kernel(b, f, kd, fn, s, bf, mc, err, sizeof err);
+        p.m = mc;
+        const qc_kernel_desc *qk = w8a8 ? find_quantizer(b->c->rt, kd, &p) : NULL;
+        qc_gpu_fn qfn = NULL;
+        if (qk && quant_fn(b, &qs, qk, &qfn, err, sizeof err)) {
+            add_error_row(b, f, kd, s, mc, "load", err);
+            failed = 1;
+        }
+        int cr = failed ? 0 : check_kernel(b, f, kd, fn, qk, qfn, s, bf, mc, err, sizeof err);
         if (cr < 0) {
             add_error_row(b, f, kd, s, mc, "check", err);
             failed = 1;
@@ -778,7 +899,7 @@ static void bench_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *k
         wrong = cr == 1;
     }
     double peak = format_peak(b, f) * 1e12;
-    int act_bytes = has_param(kd, "x.bf16") && !has_param(kd, "x") ? 2 : 4;
+    int act_bytes = w8a8 ? 1 : has_param(kd, "x.bf16") && !has_param(kd, "x") ? 2 : 4;
     size_t i = 0;
     while (i < b->n_ms) {
         int64_t m = b->ms[i];
@@ -797,29 +918,47 @@ static void bench_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *k
             i = j + 1;
             continue;
         }
+        const qc_kernel_desc *qk = quant[i];
         i++;
         if (failed) continue;
         qc_problem p = {.struct_size = sizeof p, .sm = (uint32_t)b->sm, .m = m, .n = s->n, .k = s->k,
                         .group_size = bf->pw->group_size, .scheme = bf->pw->scheme};
-        qc_launch_dims d;
-        kd->launch_dims(&p, &d);
-        gb_args da;
-        void *argv[GB_MAX_ARGS];
-        double us = 0;
-        if (build_args(kd, bf, 0, m, s->n, s->k, &da, argv, err, sizeof err) ||
-            time_kernel(b, kd, fn, &d, argv, &us, err, sizeof err)) {
+        gb_launch gl = {.kd = kd, .fn = fn}, ql = {.kd = qk};
+        gb_args da, qa;
+        kd->launch_dims(&p, &gl.d);
+        double us = 0, q_us = 0, both_us = 0;
+        int bad = build_args(kd, bf, 0, m, s->n, s->k, &da, gl.argv, err, sizeof err);
+        if (!bad && qk) { /* the quantizer once first, so that the GEMM alone reads real codes */
+            qk->launch_dims(&p, &ql.d);
+            bad = quant_fn(b, &qs, qk, &ql.fn, err, sizeof err) ||
+                  build_args(qk, bf, 0, m, s->n, s->k, &qa, ql.argv, err, sizeof err) ||
+                  launch_pair(b, &ql, NULL, err, sizeof err) || time_kernel(b, &ql, NULL, &q_us, err, sizeof err) ||
+                  time_kernel(b, &ql, &gl, &both_us, err, sizeof err);
+        }
+        if (bad || time_kernel(b, NULL, &gl, &us, err, sizeof err)) {
             add_error_row(b, f, kd, s, m, "launch", err);
             failed = 1; /* a failed launch may have broken the context's stream */
             continue;
         }
         double flops = 2.0 * (double)m * (double)s->n * (double)s->k;
-        double bytes = (double)weight_bytes(bf->pw) + (double)m * s->k * act_bytes + (double)m * s->n * 4;
+        /* a W8A8 GEMM also reads the activation scales: one per token, or per group of the weight */
+        double xs_bytes = w8a8 ? 4.0 * m * (bf->pw->group_size ? (double)((s->k + bf->pw->group_size - 1) /
+                                                                           bf->pw->group_size) : 1.0) : 0.0;
+        double bytes = (double)weight_bytes(bf->pw) + (double)m * s->k * act_bytes + xs_bytes + (double)m * s->n * 4;
         double hbm_us = bytes / b->bw * 1e6, mma_us = flops / peak * 1e6;
         double floor_us = hbm_us > mma_us ? hbm_us : mma_us;
         const char *bound = hbm_us >= mma_us ? "hbm" : "mma";
         printf("%-9s %-22s %-8s %9lld %10.1f %8.2f %8.0f %9.1f %6.1f%% %s%s\n", f->name, kd->id, s->name, (long long)m,
                us, flops / us * 1e-6, bytes / us * 1e-3, floor_us, 100.0 * floor_us / us, bound,
                wrong ? "  WRONG" : "");
+        /* with the quantizer: it reads x as bf16 (2 B) and writes the codes and scales the GEMM then reads */
+        double q_bytes = bytes + (double)m * s->k * 3 + xs_bytes, q_hbm_us = q_bytes / b->bw * 1e6;
+        double q_floor_us = q_hbm_us > mma_us ? q_hbm_us : mma_us;
+        if (qk)
+            printf("%-9s %-22s %-8s %9lld %10.1f %8.2f %8.0f %9.1f %6.1f%% %s  (+ %s %.1f us alone)\n", f->name,
+                   "  + activation quant", s->name, (long long)m, both_us, flops / both_us * 1e-6,
+                   q_bytes / both_us * 1e-3, q_floor_us, 100.0 * q_floor_us / both_us,
+                   q_hbm_us >= mma_us ? "hbm" : "mma", qk->id, q_us);
         json_t *r = row_base(f, kd, s, m, wrong ? "WRONG" : "ok");
         json_set_num(r, "time_us", us);
         json_set_num(r, "tflops", flops / us * 1e-6);
@@ -831,6 +970,12 @@ static void bench_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *k
         json_set_num(r, "floor_us", floor_us);
         json_set_num(r, "fraction_of_floor", floor_us / us);
         json_object_set_new(r, "bound", json_string(bound));
+        if (qk) {
+            json_object_set_new(r, "quantizer", json_string(qk->id));
+            json_set_num(r, "quant_us", q_us);
+            json_set_num(r, "time_with_quant_us", both_us);
+            json_set_num(r, "floor_with_quant_us", q_floor_us);
+        }
         json_array_append_new(b->rows, r);
         if (wrong)
             b->n_wrong++;
@@ -859,13 +1004,24 @@ static void bench_shape(gb *b, const gb_shape *s) {
         b->xn[i] = (float)sqrt(a);
     }
     size_t xbytes = (size_t)(b->max_m * k) * 4, ybytes = ((size_t)(b->max_m * n) + GB_GUARD) * 4;
-    qc_gpu_buf dx = {0}, dxb = {0}, dy = {0};
-    int need_bf16 = 0;
+    qc_gpu_buf dx = {0}, dxb = {0}, dy = {0}, dxq = {0}, dxq_s = {0};
+    int need_bf16 = 0, need_xq = 0;
     for (size_t fi = 0; fi < b->n_formats; fi++) {
         const qc_kernel_desc *ks[GB_MAX_LIST];
         size_t nk = format_kernels(b, b->formats[fi], ks, GB_MAX_LIST);
-        for (size_t i = 0; i < nk; i++) need_bf16 |= has_param(ks[i], "x.bf16");
+        for (size_t i = 0; i < nk; i++) {
+            need_bf16 |= has_param(ks[i], "x.bf16");
+            need_xq |= has_param(ks[i], "xq");
+        }
+        /* the activation quantizers of W8A8 kernels read x as bf16 */
+        for (size_t i = 0; nk && i < qc_kernel_count(b->c->rt); i++) {
+            const qc_kernel_desc *q = qc_kernel_get(b->c->rt, i);
+            if (strcmp(q->format, b->formats[fi]->name) == 0 && has_param(q, "xq") && !has_param(q, "y"))
+                need_bf16 |= has_param(q, "x.bf16");
+        }
     }
+    /* 8-bit codes (padded to whole words for the poison memset) and f32 scales down to groups of 32 */
+    size_t xq_bytes = ((size_t)(b->max_m * k) + 3) / 4 * 4, xs_bytes = xs_count(b->max_m, k) * 4;
     if (need_bf16 && !b->xbs) {
         size_t cnt = (size_t)(b->max_m * b->max_k);
         b->xbs = malloc(cnt * 2);
@@ -879,10 +1035,12 @@ static void bench_shape(gb *b, const gb_shape *s) {
     if (qc_gpu_alloc(b->g, xbytes, xbytes, QC_MEM_ACTIVATIONS, "x", &dx, err, sizeof err) ||
         (need_bf16 &&
          qc_gpu_alloc(b->g, xbytes / 2, xbytes / 2, QC_MEM_ACTIVATIONS, "x.bf16", &dxb, err, sizeof err)) ||
-        qc_gpu_alloc(b->g, ybytes, ybytes, QC_MEM_ACTIVATIONS, "y", &dy, err, sizeof err)) {
-        printf("shape %s: skipped: activations x %.0f MiB%s, y %.0f MiB (M up to %lld) do not fit: %s\n", s->name,
+        qc_gpu_alloc(b->g, ybytes, ybytes, QC_MEM_ACTIVATIONS, "y", &dy, err, sizeof err) ||
+        (need_xq && (qc_gpu_alloc(b->g, xq_bytes, xq_bytes, QC_MEM_WORKSPACE, "xq", &dxq, err, sizeof err) ||
+                     qc_gpu_alloc(b->g, xs_bytes, xs_bytes, QC_MEM_WORKSPACE, "xs", &dxq_s, err, sizeof err)))) {
+        printf("shape %s: skipped: activations x %.0f MiB%s, y %.0f MiB%s (M up to %lld) do not fit: %s\n", s->name,
                mib((double)xbytes), need_bf16 ? " (+ half as much as bf16)" : "", mib((double)ybytes),
-               (long long)b->max_m, err);
+               need_xq ? ", quantized x" : "", (long long)b->max_m, err);
         b->n_err++;
         goto out;
     }
@@ -914,7 +1072,8 @@ static void bench_shape(gb *b, const gb_shape *s) {
                pw.n_buffers);
         qc_gpu_buf dw[QC_MAX_WEIGHT_BUFFERS];
         memset(dw, 0, sizeof dw);
-        gb_bufs bf = {.x = b->xs, .xb = b->xbs, .dx = dx.ptr, .dxb = dxb.ptr, .dy = dy.ptr, .pw = &pw};
+        gb_bufs bf = {.x = b->xs, .xb = b->xbs, .dx = dx.ptr, .dxb = dxb.ptr, .dy = dy.ptr, .dxq = dxq.ptr,
+                      .dxq_s = dxq_s.ptr, .pw = &pw};
         int up_ok = 1;
         for (uint32_t i = 0; i < pw.n_buffers && up_ok; i++) {
             char what[96];
@@ -938,6 +1097,8 @@ out:
     qc_gpu_free(b->g, &dx);
     qc_gpu_free(b->g, &dxb);
     qc_gpu_free(b->g, &dy);
+    qc_gpu_free(b->g, &dxq);
+    qc_gpu_free(b->g, &dxq_s);
 }
 
 static void write_json(gb *b, const char *error) {
@@ -958,6 +1119,7 @@ static void write_json(gb *b, const char *error) {
     json_object_set_new(o, "l2_flush_bytes", json_integer((json_int_t)(GB_FLUSH_WORDS * 4)));
     json_object_set_new(o, "seed", json_integer((json_int_t)b->seed));
     json_set_num(o, "check_rtol", GB_RTOL);
+    json_set_num(o, "check_rtol_fp8", GB_RTOL_FP8);
     json_object_set_new(o, "rows", b->rows ? json_incref(b->rows) : json_array());
     json_object_set_new(o, "checks", b->checks ? json_incref(b->checks) : json_array());
     json_dumpf(o, b->json_file, JSON_INDENT(1));
@@ -1031,7 +1193,9 @@ int cmd_gemm_bench(cli *c) {
            b->peak16, b->peak8);
     printf("timing: median of %d launches after %d warm-ups, each after a %zu MiB memset that flushes L2; seed %llu\n",
            b->iters, GB_WARMUP, GB_FLUSH_WORDS * 4 >> 20, (unsigned long long)b->seed);
-    printf("floors: hbm = (packed weight bytes + M*K*activation bytes + M*N*4) / copy bandwidth; mma = 2MNK / peak\n");
+    printf("floors: hbm = (packed weight bytes + M*K*activation bytes + M*N*4) / copy bandwidth; mma = 2MNK / peak; "
+           "W8A8 kernels: 1-byte activations + their scales, and a second row '+ activation quant' timing the "
+           "format's quantizer then the GEMM (its floor adds the quantizer's bf16 read and 8-bit write)\n");
     /* say once which formats have nothing to time */
     for (size_t fi = 0; fi < b->n_formats; fi++) {
         const qc_kernel_desc *ks[GB_MAX_LIST];

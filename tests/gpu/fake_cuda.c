@@ -3,8 +3,12 @@
  * Loaded through QCORE_CUDA_LIBRARY.  One sm_90 device; device memory is
  * host memory; a launch of a function whose entry starts with
  * "qc_bf16_linear" computes y = bf16(x) W^T in float (the bf16 linear
- * kernels' signature: x, w, y, m, n, k); any other launch does nothing.
- * Environment: FAKE_CUDA_LINEAR=wrong adds 1 to y[0] of every linear
+ * kernels' signature: x, w, y, m, n, k); fp8's per-token activation
+ * quantizer "qc_fp8_quant_act_token" (x.bf16, xq, xs, m, k) and its channel
+ * W8A8 GEMMs "qc_fp8_gemm_channel_wgmma" / "qc_fp8_gemv_channel" (xq, xs, w,
+ * ws, y, m, n, k) compute what their C references do; any other launch
+ * does nothing.
+ * Environment: FAKE_CUDA_LINEAR=wrong adds 1 to y[0] of every linear (and W8A8 GEMM)
  * launch, =skip writes nothing; FAKE_CUDA_FREE_MIB sets the free memory
  * cuMemGetInfo reports (default 16384).  Data operations on allocations of
  * 64 MiB or more are skipped (a benchmark's bandwidth and flush buffers) so
@@ -15,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "qc_fp8_codec.h"
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -153,12 +159,63 @@ static float bf16_round(float f) {
     return f;
 }
 
+static void *dptr(void *param) { return (void *)(uintptr_t) * (CUdeviceptr *)param; }
+
+/* fp8.quant_act_token: xs[i] = amax(row)/448 (1 for a zero row), xq = E4M3(x / xs[i]) */
+static CUresult fp8_quant_token(void **params) {
+    const uint16_t *x = dptr(params[0]);
+    uint8_t *xq = dptr(params[1]);
+    float *xs = dptr(params[2]);
+    int64_t m = *(int64_t *)params[3], k = *(int64_t *)params[4];
+    for (int64_t i = 0; i < m; i++) {
+        float a = 0.f;
+        for (int64_t t = 0; t < k; t++) {
+            uint32_t u = (uint32_t)x[i * k + t] << 16;
+            float v;
+            memcpy(&v, &u, 4);
+            v = v < 0 ? -v : v;
+            if (v > a) a = v;
+        }
+        float s = a / QC_FP8_E4M3_MAX;
+        s = s > 0.f ? s : 1.f;
+        xs[i] = s;
+        for (int64_t t = 0; t < k; t++) {
+            uint32_t u = (uint32_t)x[i * k + t] << 16;
+            float v;
+            memcpy(&v, &u, 4);
+            xq[i * k + t] = qc_fp8_e4m3_encode(v / s);
+        }
+    }
+    return OK;
+}
+
+/* fp8 channel W8A8 GEMM: y = (sum of decoded products) * (xs[i] * ws[j]) */
+static CUresult fp8_gemm_channel(void **params, int wrong) {
+    const uint8_t *xq = dptr(params[0]), *w = dptr(params[2]);
+    const float *xs = dptr(params[1]), *ws = dptr(params[3]);
+    float *y = dptr(params[4]);
+    int64_t m = *(int64_t *)params[5], n = *(int64_t *)params[6], k = *(int64_t *)params[7];
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            float acc = 0.f;
+            for (int64_t t = 0; t < k; t++) acc += qc_fp8_e4m3_decode(xq[i * k + t]) * qc_fp8_e4m3_decode(w[j * k + t]);
+            y[i * n + j] = acc * (xs[i] * ws[j]);
+        }
+    if (wrong && m * n > 0) y[0] += 1.0f;
+    return OK;
+}
+
 EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                unsigned bz, unsigned smem, void *st, void **params, void **extra) {
     (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)st, (void)extra;
     fake_fn *fn = f;
-    if (strncmp(fn->entry, "qc_bf16_linear", 14) != 0) return OK;
     const char *mode = getenv("FAKE_CUDA_LINEAR");
+    if (strcmp(fn->entry, "qc_fp8_quant_act_token") == 0) return fp8_quant_token(params);
+    if (strcmp(fn->entry, "qc_fp8_gemm_channel_wgmma") == 0 || strcmp(fn->entry, "qc_fp8_gemv_channel") == 0) {
+        if (mode && strcmp(mode, "skip") == 0) return OK;
+        return fp8_gemm_channel(params, mode && strcmp(mode, "wrong") == 0);
+    }
+    if (strncmp(fn->entry, "qc_bf16_linear", 14) != 0) return OK;
     if (mode && strcmp(mode, "skip") == 0) return OK;
     const float *x = (const float *)(uintptr_t) * (CUdeviceptr *)params[0];
     /* kernels fed bf16 activations ("x.bf16"): the gemv_bx and the wgmma GEMM */

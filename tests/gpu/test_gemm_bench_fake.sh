@@ -92,6 +92,36 @@ has oom "shape 20000x2048: skipped: activations x 16 MiB, y 156 MiB (M up to 204
 has oom "bf16      bf16.linear_mma        64x128        2048"
 has oom "1 errors"
 
+# W8A8 (fp8, default scheme channel): activations through the format's quantizer, checked against the C
+# references, timed alone and with the quantizer; the other schemes' kernels are refused with their code
+FP8=(--formats fp8 --kernels fp8.gemv_channel,fp8.gemm_channel_wgmma,fp8.gemm_block_wgmma --shapes 32:256
+  --m 1,3,16,64 --iters 2)
+run 0 fp8 -- "${FP8[@]}" --json "$tmp/fp8.json"
+has fp8 "check fp8       fp8.gemv_channel       32x256   M=3: 96 outputs"
+has fp8 "check fp8       fp8.gemm_channel_wgmma 32x256   M=3: 96 outputs"
+has fp8 "tol 2e-03*|x_i|*|w_j|; activations by fp8.quant_act_token"
+has fp8 "fp8       fp8.gemv_channel       32x256           1"
+has fp8 "fp8         + activation quant   32x256          64"
+has fp8 "(+ fp8.quant_act_token"
+has fp8 "fp8.gemm_block_wgmma   32x256        1-64 refused: scheme"
+has fp8 "0 WRONG, 0 errors"
+if python3 - "$tmp/fp8.json" <<'PY'; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: fp8.json"; fi
+import json, sys
+d = json.load(open(sys.argv[1]))
+ok = [r for r in d["rows"] if r["status"] == "ok"]
+# gemv at M 1, 3, 16; wgmma at every M
+assert len(ok) == 3 + 4, [(r["kernel"], r["m"]) for r in ok]
+assert all(r["quantizer"] == "fp8.quant_act_token" and r["quant_us"] > 0 and r["time_with_quant_us"] > 0
+           and r["act_bytes"] == 1 for r in ok), ok
+r = [r for r in ok if r["kernel"] == "fp8.gemm_channel_wgmma" and r["m"] == 3][0]
+assert r["bytes"] == 32 * 256 + 32 * 4 + 3 * 256 + 3 * 4 + 3 * 32 * 4, r["bytes"]
+assert len(d["checks"]) == 2 and all(c["status"] == "ok" and c["quantizer"] == "fp8.quant_act_token"
+                                     and c["rtol"] == 2e-3 for c in d["checks"]), d["checks"]
+PY
+FAKE_CUDA_LINEAR=wrong run 1 fp8wrong -- --kernels fp8.gemm_channel_wgmma --shapes 32:256 --m 3 --iters 2
+has fp8wrong "outputs out of tolerance"
+has fp8wrong "1 WRONG"
+
 # a format without GPU kernels says so (the loader tests' plain plugin: a linear format
 # with a C kernel only, whatever the real plugins have grown by now)
 run 0 none -- --plugin-path "$(dirname "$QCORE")/tests/fault_plugins/none" --formats test_good --shapes 64:128 --m 1
