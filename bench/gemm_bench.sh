@@ -54,8 +54,9 @@ if bw_q:
 if a.get("bf16_peak_flops"):
     print(f"bf16 matmul 8192^3 (torch): {a['bf16_peak_flops'] * 1e-12:.0f} TFLOP/s; "
           f"qcore's floors use {q.get('peak_tflops_16bit')} (16-bit) / {q.get('peak_tflops_8bit')} (8-bit) TFLOP/s")
-print("time ratios are qcore time / anchor time (below 1: qcore is faster); qcore times without L2 reuse "
-      "(flushed), like do_bench's")
+print("/bf16 = qcore time / cuBLAS bf16 time (below 1: qcore is faster); 'speed vs anchor' = anchor time / qcore "
+      "time (above 1: qcore is faster), GEMM alone and with the activation quantizer before it; qcore times "
+      "without L2 reuse (flushed), like do_bench's")
 print()
 best = {}
 for r in q.get("rows", []):
@@ -71,20 +72,32 @@ def f1(v):
 def ratio(t, ref):
     return "-" if t is None or not ref else f"{t / ref:.2f}"
 
-print("| format | shape | M | fastest qcore kernel | qcore us | cuBLAS bf16 us | /bf16 | fp8 rowwise us | /fp8 "
-      "| int8 us | /int8 | floor us | bound | % of floor |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+def speed(ref, t):
+    return "-" if t is None or not ref else f"{ref / t:.2f}x"
+
+# each format against what a user would run instead: fp8 (W8A8) against cuBLASLt FP8 with row scales
+# (torch._scaled_mm), w8a8_int8 against torch._int_mm (M > 16), everything against cuBLAS bf16; targets
+# from issue 7 at M >= 1024 (fp8 >= 0.95x, int8 >= 1.0x the anchor's speed)
+OWN = {"fp8": ("torch_fp8_rowwise_us", "scaled_mm", 0.95), "w8a8_int8": ("torch_int8_us", "int_mm", 1.0)}
+print("| format | shape | M | fastest qcore kernel | qcore us | + act quant us | cuBLAS bf16 us | /bf16 "
+      "| own anchor | anchor us | speed vs anchor | with act quant | target | floor us | bound | % of floor |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for key in sorted(best, key=lambda k: (k[0], k[2] * k[3], k[2], k[4])):
     r = best[key]
     an = anch.get((r["n"], r["k"], r["m"]), {})
-    t = r["time_us"]
-    tb, tf, ti = an.get("torch_bf16_us"), an.get("torch_fp8_rowwise_us"), an.get("torch_int8_us")
+    t, tq = r["time_us"], r.get("time_with_quant_us")
+    tb = an.get("torch_bf16_us")
+    field, name, target = OWN.get(r["format"], (None, "-", None))
+    ta = an.get(field) if field else None
+    goal = "-"
+    if target is not None and r["m"] >= 1024 and ta:
+        goal = f">= {target:.2f}x: {'met' if ta / t >= target else 'not met'}"
     mark = " WRONG" if r["status"] == "WRONG" else ""
-    print(f"| {r['format']} | {r['shape']} | {r['m']} | {r['kernel']}{mark} | {t:.1f} | {f1(tb)} | {ratio(t, tb)} "
-          f"| {f1(tf)} | {ratio(t, tf)} | {f1(ti)} | {ratio(t, ti)} | {r['floor_us']:.1f} | {r['bound']} "
-          f"| {100 * r['fraction_of_floor']:.0f}% |")
+    print(f"| {r['format']} | {r['shape']} | {r['m']} | {r['kernel']}{mark} | {t:.1f} | {f1(tq)} | {f1(tb)} "
+          f"| {ratio(t, tb)} | {name} | {f1(ta)} | {speed(ta, t)} | {speed(ta, tq)} | {goal} | {r['floor_us']:.1f} "
+          f"| {r['bound']} | {100 * r['fraction_of_floor']:.0f}% |")
 if not best:
-    print("| (no qcore rows) | | | | | | | | | | | | | |")
+    print("| (no qcore rows) | | | | | | | | | | | | | | | |")
 refused = sorted({(r["format"], r["kernel"], r.get("reason", "").split(":")[0])
                   for r in q.get("rows", []) if r.get("status") == "refused"})
 if refused:
