@@ -159,13 +159,13 @@ static void dims_1d(qc_launch_dims *d, int64_t blocks, uint32_t threads, uint32_
 static void quant_dims(const qc_problem *p, qc_launch_dims *d) { dims_1d(d, p->m, QA_THREADS, 0); }
 
 /* The tile width of the wgmma kernels, as the device code computes it (keep in step with qc_wg_bn in
- * cuda/wgmma.cu): 192 or 128 columns, whichever fills its last wave best.  Every mode promotes each
- * 128-K stage into f32 registers, so a thread holds two 64 x BN/128 register sets: 256 does not fit. */
+ * cuda/wgmma.cu): 192, 160 or 128 columns, whichever fills its last wave best.  Every mode promotes
+ * each 128-K stage into f32 registers, so a thread holds two BN/2-register sets: 256 does not fit. */
 static void fp8_wgmma_plan(int64_t m, int64_t n, int *bn, int *stages, uint32_t *smem_bytes, int64_t *tiles) {
-    static const int bns[2] = {192, 128}, eff[2] = {100, 90}, sts[2] = {5, 6};
+    static const int bns[3] = {192, 160, 128}, eff[3] = {100, 96, 90}, sts[3] = {5, 6, 6};
     int64_t tm = m > 0 ? cdiv(m, WG_BM) : 0, best = -1;
     int pick = 0;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         int64_t tn = n > 0 ? cdiv(n, bns[i]) : 0, waves = cdiv(tm * tn, WG_SMS);
         int64_t score = waves > 0 ? tm * n * eff[i] / (waves * bns[i]) : 0;
         if (score > best) {
@@ -304,10 +304,11 @@ static const qc_kernel_param P_W8A16[] = {
     {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}, {"y", QC_PARAM_PTR},
     {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
 };
-/* xq in boxes of 128 rows, W in boxes of 64 rows, both 128 K = 128 bytes wide: the 128-byte swizzle span */
+/* xq in boxes of 128 rows, W in boxes of 32 rows (any tile width a multiple of 32), both 128 K = 128
+ * bytes wide: the 128-byte swizzle span */
 static const qc_tensor_map_spec MAPS_W8A8[] = {
     {"xq", QC_DT_F8_E4M3, "m", "k", WG_BM, WG_BK, 128},
-    {"w.qweight", QC_DT_F8_E4M3, "n", "k", 64, WG_BK, 128},
+    {"w.qweight", QC_DT_F8_E4M3, "n", "k", 32, WG_BK, 128},
 };
 
 static const char *const OPT_TOKEN[] = {"-DFP8_QUANT_TOKEN", NULL};

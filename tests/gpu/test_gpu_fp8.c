@@ -557,12 +557,15 @@ int main(void) {
             if (c.sm < 89) printf("%s: sm_%d: only the W8A16 path runs here\n", TEST, c.sm);
             t0 = qc_now_seconds();
             /* M 1..8192; N and K multiples of 16 with ragged 64/128 tiles, ragged 128-K groups, tails of every
-               tile width, many tiles per persistent block, long K */
+               tile width (128, 160, 192), many tiles per persistent block, long K */
             static const int64_t cases[][3] = {
                 {1, 16, 16},     {1, 4096, 4096}, {2, 48, 208},     {5, 272, 400},    {16, 1008, 1040},
                 {17, 272, 208},  {37, 400, 192},  {100, 256, 4096}, {129, 400, 640},  {200, 1008, 336},
                 {256, 6144, 128}, {300, 128, 14336}, {1024, 6144, 4096}, {1024, 4096, 512}, {2900, 2064, 1024},
                 {8192, 1024, 256},
+                /* 128 x 160 wgmma tiles (tiles start 0/32/64/96 columns into a 128-column weight block),
+                   the second with ragged m, a 16-column last tile and a ragged 128-K group */
+                {1024, 28672, 256}, {1000, 28656, 400},
             };
             for (int s = 0; s < S_N; s++) {
                 if (c.sm < 89) { /* the W8A8 kernels refuse with `arch` here; the W8A16 ones run */

@@ -1,8 +1,9 @@
 /* fp8 W8A8 linear on Hopper: y[m,n] = (xq[m,k] . W[n,k]^T) with scales, E4M3 x E4M3 -> f32 by wgmma; TMA, persistent */
 /*
  * The bf16 kernel's design (core/src/qc_kernels_wgmma.c) with 8-bit operands: a stage holds 128 K
- * (128 bytes per row, the 128-byte swizzle span), x as one 128x128 box and W as BN/64 boxes of
- * 64x128; four wgmma m64nBNk32 per stage per consumer warpgroup.  Warpgroup 0 produces (one thread
+ * (128 bytes per row, the 128-byte swizzle span), x as one 128x128 box and W as BN/32 boxes of
+ * 32x128 (stacked, they are the BN-row operand the descriptors read; boxes wholly past n are not
+ * loaded); four wgmma m64nBNk32 per stage per consumer warpgroup.  Warpgroup 0 produces (one thread
  * issues the TMA; setmaxnreg gives its registers away), warpgroups 1 and 2 each own 64 rows of the
  * 128 x BN tile.  Persistent blocks walk the tiles in groups of 8 row tiles (L2 reuse of W and x).
  *
@@ -11,7 +12,8 @@
  * sum is promoted into f32 registers `tot` by the CUDA cores -- DeepSeek-V3's recipe, CUTLASS's
  * GmmaFP8Accumulation with a promotion interval of 4 k32 MMAs, cuBLASLt without fast accumulation.
  * Two 64 x BN register sets (acc, tot) per thread bound the tile: BN 192 (96 + 96 registers of the
- * 232 a consumer gets) or 128; 256 would need 256 registers.  A consumer waits for its own group
+ * 232 a consumer gets), 160 or 128, whichever fills the last wave of tiles best; 256 would need 256
+ * registers.  A consumer waits for its own group
  * before promoting, and the other consumer's group keeps the tensor cores busy meanwhile (DeepGEMM's
  * arrangement); the stage goes back to the producer as soon as the group that read it has retired.
  *
@@ -20,23 +22,24 @@
  *          2 (block):    tot = fmaf(acc, xs[i,g] * ws[j/128,g], tot) each stage g;  y = tot
  * (the scale product first, as the C references; they sum all of K (modes 0/1) or each 128-K group in
  * one f32 chain, so the kernel differs from them only in summation order and the tensor cores'
- * accumulation inside a stage).  With BN 192 a tile's columns span two 128-column weight blocks,
- * split at column 64 or 128 of the tile (tiles start at multiples of 64): two scale pairs per stage.
+ * accumulation inside a stage).  With BN 192 or 160 a tile's columns may span two 128-column weight
+ * blocks, split at a multiple of 32 (tiles start at multiples of 32): two scale pairs per stage.
  */
 #define WG_SMS 132
 #define WG_BM 128
 #define WG_BK 128 /* K elements (= bytes) per stage */
 #define WG_GROUP_M 8
 #define WG_A_BYTES (WG_BM * WG_BK)
-#define WG_BOX_B_BYTES (64 * WG_BK)
+#define WG_BOX_ROWS 32 /* rows of W per TMA box (keep in step with MAPS_W8A8 in fp8_kernels.c) */
+#define WG_BOX_B_BYTES (WG_BOX_ROWS * WG_BK)
 
 /* tile width: the one whose waves of WG_SMS tiles carry the most useful columns, weighted by how fast
    a tile of that width runs; keep in step with fp8_wgmma_plan in fp8_kernels.c */
 __device__ __forceinline__ int qc_wg_bn(long long m, long long n) {
-    const int bns[2] = {192, 128}, eff[2] = {100, 90};
+    const int bns[3] = {192, 160, 128}, eff[3] = {100, 96, 90};
     long long tm = (m + WG_BM - 1) / WG_BM, best = -1;
     int pick = 192;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         long long tn = (n + bns[i] - 1) / bns[i], waves = (tm * tn + WG_SMS - 1) / WG_SMS;
         long long score = tm * n * eff[i] / (waves * bns[i]);
         if (score > best) { best = score; pick = bns[i]; }
@@ -76,6 +79,7 @@ template <int N> __device__ __forceinline__ void qc_wg_wait() {
 }
 template <int BN> __device__ __forceinline__ void qc_wgmma(float *d, u64 da, u64 db, int scale_d) {
     if constexpr (BN == 192) qc_wgmma_e4m3_192(d, da, db, scale_d);
+    else if constexpr (BN == 160) qc_wgmma_e4m3_160(d, da, db, scale_d);
     else qc_wgmma_e4m3_128(d, da, db, scale_d);
 }
 __device__ __forceinline__ void qc_wg_tile(long long t, long long tiles_m, long long tiles_n, long long *tm,
@@ -94,6 +98,14 @@ template <int J0, int J1>
 __device__ __forceinline__ void qc_promote_scaled(float *tot, const float *acc, float s0, float s1) {
 #pragma unroll
     for (int i = 4 * J0; i < 4 * J1; i++) tot[i] = fmaf(acc[i], (i & 2) ? s1 : s0, tot[i]);
+}
+/* chunks [0, J) in the first weight block (scales s0a, s1a), [J, BN/8) in the next */
+template <int BN, int J>
+__device__ __forceinline__ void qc_promote_split(float *tot, const float *acc, float s0a, float s1a, float s0b,
+                                                 float s1b) {
+    constexpr int JA = J < BN / 8 ? J : BN / 8;
+    qc_promote_scaled<0, JA>(tot, acc, s0a, s1a);
+    if constexpr (JA < BN / 8) qc_promote_scaled<JA, BN / 8>(tot, acc, s0b, s1b);
 }
 #endif
 
@@ -127,14 +139,15 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 qc_wg_tile(t, tiles_m, tiles_n, &tm, &tn);
                 const int row0 = (int)(tm * WG_BM), col0 = (int)(tn * BN);
                 const long long left = n - col0;
-                const int nb = left >= BN ? BN / 64 : (int)((left + 63) / 64); /* W boxes wholly past n: not loaded */
+                const int nb = left >= BN ? BN / WG_BOX_ROWS : (int)((left + WG_BOX_ROWS - 1) / WG_BOX_ROWS);
                 const unsigned bytes = WG_A_BYTES + (unsigned)nb * WG_BOX_B_BYTES;
                 for (int kt = 0; kt < kt_n; kt++) {
                     qc_mbar_wait(empty + 8 * s, ph ^ 1u); /* a fresh barrier passes parity 1 at once */
                     const unsigned fb = full + 8 * s, sa = base + s * STAGE, sb = sa + WG_A_BYTES;
                     qc_mbar_expect_tx(fb, bytes);
                     qc_tma2d(sa, tmx, kt * WG_BK, row0, fb);
-                    for (int b = 0; b < nb; b++) qc_tma2d(sb + b * WG_BOX_B_BYTES, tmw, kt * WG_BK, col0 + 64 * b, fb);
+                    for (int b = 0; b < nb; b++)
+                        qc_tma2d(sb + b * WG_BOX_B_BYTES, tmw, kt * WG_BK, col0 + WG_BOX_ROWS * b, fb);
                     if (++s == ST) { s = 0; ph ^= 1u; }
                 }
             }
@@ -162,7 +175,9 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             const float *xs0 = xs + (r0 < m ? r0 : 0) * kb, *xs1 = xs + (r1 < m ? r1 : 0) * kb;
             const long long b0 = tn * BN / QC_FP8_BLOCK, b1 = b0 + 1 < nblk ? b0 + 1 : b0;
             const float *wsa = ws + b0 * kb, *wsb = ws + b1 * kb;
-            const bool at64 = (tn * BN) % QC_FP8_BLOCK != 0; /* BN 192: the tile's second block starts at column 64 */
+            /* 8-column chunks of the tile in block b0: 16, or 12 / 8 / 4 for tiles starting 32 / 64 / 96
+               columns into it */
+            const int split = (int)((QC_FP8_BLOCK - (tn * BN) % QC_FP8_BLOCK) / 8);
 #endif
             for (int kt = 0; kt < kt_n; kt++) {
 #if FP8_MODE == 2
@@ -182,15 +197,14 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
 #if FP8_MODE == 2
                 const float s0a = xa0 * wa, s1a = xa1 * wa, s0b = xa0 * wb, s1b = xa1 * wb;
-                if (BN == 128) {
-                    qc_promote_scaled<0, BN / 8>(tot, acc, s0a, s1a);
-                } else if (at64) { /* columns 0-63 in block b0, 64-191 in b1 */
-                    qc_promote_scaled<0, 8>(tot, acc, s0a, s1a);
-                    qc_promote_scaled<8, BN / 8>(tot, acc, s0b, s1b);
-                } else { /* columns 0-127 in b0, 128-191 in b1 */
-                    qc_promote_scaled<0, 16>(tot, acc, s0a, s1a);
-                    qc_promote_scaled<16, BN / 8>(tot, acc, s0b, s1b);
-                }
+                if (BN == 128 || split == 16) /* 128 | col0 */
+                    qc_promote_split<BN, 16>(tot, acc, s0a, s1a, s0b, s1b);
+                else if (split == 8)
+                    qc_promote_split<BN, 8>(tot, acc, s0a, s1a, s0b, s1b);
+                else if (BN == 160 && split == 12)
+                    qc_promote_split<BN, 12>(tot, acc, s0a, s1a, s0b, s1b);
+                else if (BN == 160)
+                    qc_promote_split<BN, 4>(tot, acc, s0a, s1a, s0b, s1b);
 #else
 #pragma unroll
                 for (int i = 0; i < BN / 2; i++) tot[i] += acc[i];
@@ -255,6 +269,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) QC_ENTRY(const u8 *xq, cons
              i += (long long)gridDim.x * blockDim.x) y[i] = 0.f;
         return;
     }
-    if (qc_wg_bn(m, n) == 192) qc_fp8_gemm<192, 5>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars);
-    else qc_fp8_gemm<128, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars);
+    switch (qc_wg_bn(m, n)) {
+    case 192: qc_fp8_gemm<192, 5>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars); break;
+    case 160: qc_fp8_gemm<160, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars); break;
+    default: qc_fp8_gemm<128, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars); break;
+    }
 }
