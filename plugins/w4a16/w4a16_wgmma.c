@@ -32,13 +32,15 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
  * banks) and the 4-byte words holding each row's scale (and zero) of the
  * groups the stage touches; the stage's "full" mbarrier completes on the
  * TMA bytes plus 128 cp.async arrivals.  Warpgroups 1 and 2 consume
- * (setmaxnreg 224).  Configurations (w4w_cfg, kept in step with the host):
- *   0: tile 128 W rows x 128 x rows, each consumer owns 64 W rows (m > 64
- *      with at least one wave of such tiles): compute-bound prefill;
- *   1: tile 64 W rows x 128 x rows, the consumers split K (even / odd 64-k
- *      blocks) and meet in shared memory (m > 64, fewer tiles than SMs);
- *   2: tile 64 W rows x 64 x rows, K split likewise (m <= 64): twice the
- *      blocks, 16 stages, so that the SMs stream the weights.
+ * (setmaxnreg 224).  Tiles (w4w_cfg, kept in step with the host): BM = 128
+ * x rows when m > 64, else 64 (wgmma N); 128 W rows, each consumer owning
+ * 64 (wgmma M), unless such tiles would not fill the 132 SMs: then 64 W
+ * rows, the consumers taking the even and odd 64-k blocks and meeting in
+ * shared memory at the end (twice the blocks; for m <= 64 the weights are
+ * what must stream, from as many SMs as possible).  The split is kept for
+ * when it is needed: per k a tile reads 2 BM bytes of x (from L2) for
+ * NT / 2 bytes of W, so narrower tiles read x more often.  8 stages at
+ * BM 128, 12 or 16 at BM 64.
  * Per stage: x (BM x 64 bf16), W (NT x 32 B), scale and zero words
  * (2 groups x NT x 4 B each).  Rows past n are clamped to n - 1 (never
  * stored); x rows past m read as zero (TMA) and x boxes wholly past m are
@@ -68,10 +70,11 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "#define W4W_GROUP_M 8\n"                                                                                      \
     "#define W4_ONES 0x3F803F80u /* bf16x2 (1, 1) */\n"                                                            \
     "#define W4_NEG136 0xC308C308u /* bf16x2 (-136, -136): 128 + z for z = 8 */\n"                                 \
-    "/* 0: 128x128 tiles; 1: 64 W rows x 128, K split over the two consumers; 2: 64 x 64, K split */\n"           \
+    "/* x rows per tile 128 (m > 64) or 64; the consumers split K when 128-W-row tiles would not fill the SMs:\n"   \
+    "   0: 128 W rows x 128, 1: 64 x 128 K split, 2: 128 x 64, 3: 64 x 64 K split */\n"                          \
     "__device__ __forceinline__ int w4w_cfg(ll m, ll n) {\n"                                                       \
-    "    if (m <= 64) return 2;\n"                                                                                 \
-    "    return ((m + 127) / 128) * ((n + 127) / 128) < W4W_SMS ? 1 : 0;\n"                                        \
+    "    const ll bm = m <= 64 ? 64 : 128;\n"                                                                      \
+    "    return (bm == 64 ? 2 : 0) + (((m + bm - 1) / bm) * ((n + 127) / 128) < W4W_SMS ? 1 : 0);\n"              \
     "}\n"                                                                                                          \
     "__device__ __forceinline__ u32 w4w_smem(const void *p) { return (u32)__cvta_generic_to_shared(p); }\n"        \
     "__device__ __forceinline__ void w4w_mbar_init(u32 bar, u32 count) {\n"                                        \
@@ -362,15 +365,15 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "    __shared__ __align__(8) u64 bars[2 * 16];\n" \
     "    if (m <= 0 || n <= 0 || k <= 0) return;\n" \
     "    switch (w4w_cfg(m, n) * 4 + (int)(gs >> 5)) { /* gs / 32: 1, 2 or 4 */\n" \
-    "    case 0 * 4 + 1: w4w_gemm<S, 128, 1, 8, 2>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;\n" \
-    "    case 0 * 4 + 2: w4w_gemm<S, 128, 1, 8, 4>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;\n" \
-    "    case 0 * 4 + 4: w4w_gemm<S, 128, 1, 8, 8>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;\n" \
-    "    case 1 * 4 + 1: w4w_gemm<S, 128, 2, 8, 2>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;\n" \
-    "    case 1 * 4 + 2: w4w_gemm<S, 128, 2, 8, 4>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;\n" \
-    "    case 1 * 4 + 4: w4w_gemm<S, 128, 2, 8, 8>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;\n" \
-    "    case 2 * 4 + 1: w4w_gemm<S, 64, 2, 16, 2>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;\n" \
-    "    case 2 * 4 + 2: w4w_gemm<S, 64, 2, 16, 4>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;\n" \
-    "    case 2 * 4 + 4: w4w_gemm<S, 64, 2, 16, 8>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;\n" \
+    "#define W4W_CASE(cfg, BM, KS, ST)                                                                                \\\n" \
+    "    case cfg * 4 + 1: w4w_gemm<S, BM, KS, ST, 2>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;               \\\n" \
+    "    case cfg * 4 + 2: w4w_gemm<S, BM, KS, ST, 4>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;               \\\n" \
+    "    case cfg * 4 + 4: w4w_gemm<S, BM, KS, ST, 8>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;\n" \
+    "    W4W_CASE(0, 128, 1, 8)\n" \
+    "    W4W_CASE(1, 128, 2, 8)\n" \
+    "    W4W_CASE(2, 64, 1, 12)\n" \
+    "    W4W_CASE(3, 64, 2, 16)\n" \
+    "#undef W4W_CASE\n" \
     "    default: break; /* the host's eligibility refuses other groups */\n" \
     "    }\n" \
     "}\n"
@@ -404,11 +407,9 @@ typedef struct w4w_plan {
 static void w4w_plan_of(int64_t m, int64_t n, w4w_plan *p) {
     memset(p, 0, sizeof *p);
     if (m <= 0 || n <= 0) return;
-    if (m <= 64)
-        p->cfg = 2;
-    else
-        p->cfg = ((m + 127) / 128) * ((n + 127) / 128) < W4W_SMS ? 1 : 0;
-    static const int bms[3] = {128, 128, 64}, kss[3] = {1, 2, 2}, sts[3] = {8, 8, 16};
+    int64_t bm = m <= 64 ? 64 : 128;
+    p->cfg = (bm == 64 ? 2 : 0) + (((m + bm - 1) / bm) * ((n + 127) / 128) < W4W_SMS ? 1 : 0);
+    static const int bms[4] = {128, 128, 64, 64}, kss[4] = {1, 2, 1, 2}, sts[4] = {8, 8, 12, 16};
     p->bm = bms[p->cfg], p->ks = kss[p->cfg], p->stages = sts[p->cfg];
     uint32_t nt = 128u / (uint32_t)p->ks, xb = (uint32_t)p->bm * 128u, wb = nt * 32u, mb = 2u * nt * 4u;
     uint32_t stage = (xb + wb + 2u * mb + 1023u) / 1024u * 1024u;
