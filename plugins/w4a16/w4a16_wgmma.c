@@ -273,7 +273,14 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "            const ll rc0 = n0 + rl < n ? n0 + rl : n - 1, rc1 = n0 + rl + 8 < n ? n0 + rl + 8 : n - 1;\n" \
     "#pragma unroll\n" \
     "            for (int i = 0; i < BM / 2; i++) acc[i] = 0.f;\n" \
-    "            for (int kt = 0; kt < kt_n; kt++) {\n" \
+    "            /* g128 without the K split: a group's two blocks in one unrolled pass, so that the first block's\n" \
+    "               wgmmas (and their A registers) stay in flight while the second block is built */\n" \
+    "            constexpr int KPI = GS == 8 && KS == 1 ? 2 : 1;\n" \
+    "            int sp = 0;\n" \
+    "            for (int kt0 = 0; kt0 < kt_n; kt0 += KPI)\n" \
+    "#pragma unroll\n" \
+    "            for (int u = 0; u < KPI; u++) {\n" \
+    "                const int kt = kt0 + u; /* kt_n is even when KPI is 2 (k % 128 == 0) */\n" \
     "                if (KS == 1 || (kt & 1) == c) {\n" \
     "                    w4w_wait(full + 8 * s, ph);\n" \
     "                    const u32 sx = base + s * STAGE;\n" \
@@ -320,14 +327,19 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                            for (int i = 0; i < BM / 2; i++) acc[i] = fmaf((i & 2) ? s1[j >> 1] : s0[j >> 1], part[i], acc[i]);\n" \
     "                        }\n" \
     "                    }\n" \
-    "                    if (GS != 2) {\n" \
-    "                        w4w_commit();\n" \
-    "                        w4w_wg_wait<0>();\n" \
-    "                    }\n" \
-    "                    if (lane == 0) w4w_arrive(empty + 8 * s); /* the stage has been read */\n" \
-    "                    if (GS != 2 && last) {\n" \
+    "                    if (GS != 2) w4w_commit();\n" \
+    "                    if (KPI == 2 && u == 0) {\n" \
+    "                        sp = s; /* released with the pair's second block */\n" \
+    "                    } else {\n" \
+    "                        if (GS != 2) w4w_wg_wait<0>();\n" \
+    "                        if (lane == 0) { /* the stage (stages) has been read */\n" \
+    "                            w4w_arrive(empty + 8 * s);\n" \
+    "                            if (KPI == 2) w4w_arrive(empty + 8 * sp);\n" \
+    "                        }\n" \
+    "                        if (GS != 2 && last) {\n" \
     "#pragma unroll\n" \
-    "                        for (int i = 0; i < BM / 2; i++) acc[i] = fmaf((i & 2) ? s1[0] : s0[0], part[i], acc[i]);\n" \
+    "                            for (int i = 0; i < BM / 2; i++) acc[i] = fmaf((i & 2) ? s1[0] : s0[0], part[i], acc[i]);\n" \
+    "                        }\n" \
     "                    }\n" \
     "                }\n" \
     "                if (++s == ST) { s = 0; ph ^= 1u; }\n" \
