@@ -40,7 +40,12 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
  * what must stream, from as many SMs as possible).  The split is kept for
  * when it is needed: per k a tile reads 2 BM bytes of x (from L2) for
  * NT / 2 bytes of W, so narrower tiles read x more often.  8 stages at
- * BM 128, 12 or 16 at BM 64.
+ * BM 128, 12 or 16 at BM 64.  Each 64-k block: wait for the stage, build
+ * the 4 A fragments one k16 step at a time (wgmma.fence, wgmma each), then
+ * wgmma.wait 0, release the stage, promote at a group's end; the other
+ * consumer's wgmmas keep the tensor cores busy meanwhile.  At g128 without
+ * the K split a group's two blocks go in one unrolled pass, the first's
+ * wgmmas (and A registers) left in flight while the second is built.
  * Per stage: x (BM x 64 bf16), W (NT x 32 B), scale and zero words
  * (2 groups x NT x 4 B each).  Rows past n are clamped to n - 1 (never
  * stored); x rows past m read as zero (TMA) and x boxes wholly past m are
