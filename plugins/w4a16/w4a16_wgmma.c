@@ -1,0 +1,564 @@
+/* w4a16_wgmma.c - the Hopper (sm_90a) w4a16 prefill GEMM: TMA x tiles, int4 dequantized into wgmma A registers. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "w4a16_impl.h"
+
+qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
+
+/*
+ * y[m,n] = x[m,k] . W[n,k]^T with x bf16 ("x.bf16"), W in pack_version 1
+ * (row-major nibbles, per-row group scales), f32 out.  Computed transposed,
+ * y^T = W x^T, so that the weight is wgmma's A operand, which may come from
+ * registers: each consumer thread turns its rows' int4 codes straight into
+ * the bf16 A fragment (codes (2t, 2t+1) and (2t+8, 2t+9) of rows g and g+8
+ * of its warp's 16 rows, the layout of mma.sync's A), and x^T is the B
+ * operand, K-major in shared memory exactly as TMA's 128-byte swizzle puts
+ * x's rows (the same descriptor as bf16.linear_wgmma's W).  No dequantized
+ * weight is ever stored, not even to shared memory.
+ *
+ * Exactness as in w4a16_cuda.c: A holds q - z (exact in bf16) and wgmma
+ * sums x (q - z) for one group into `part` (f32); the CUDA cores then add
+ * s * part into `acc` (two-level accumulation, one promotion per group, or
+ * per 64-k block when the block is all a warpgroup sees of a group).  In the
+ * transposed accumulator a thread holds only two W rows (g and g+8 of its
+ * warp), so a promotion needs two scales.
+ *
+ * Block: 384 threads, persistent (at most 132 blocks, the H200's SMs).
+ * Warpgroup 0 is the producer (setmaxnreg 56): thread 0 issues the TMA
+ * boxes of x (64 rows x 64 k each, 1 or 2 per stage), all 128 threads copy
+ * the stage's packed rows (32 bytes a row, cp.async 16 B, halves swapped on
+ * every other 4-row group so the consumers' 16-byte loads hit distinct
+ * banks) and the 4-byte words holding each row's scale (and zero) of the
+ * groups the stage touches; the stage's "full" mbarrier completes on the
+ * TMA bytes plus 128 cp.async arrivals.  Warpgroups 1 and 2 consume
+ * (setmaxnreg 224).  Tiles (w4w_cfg, kept in step with the host): BM = 128
+ * x rows when m > 64, else 64 (wgmma N); 128 W rows, each consumer owning
+ * 64 (wgmma M), unless such tiles would not fill the 132 SMs: then 64 W
+ * rows, the consumers taking the even and odd 64-k blocks and meeting in
+ * shared memory at the end (twice the blocks; for m <= 64 the weights are
+ * what must stream, from as many SMs as possible).  The split is kept for
+ * when it is needed: per k a tile reads 2 BM bytes of x (from L2) for
+ * NT / 2 bytes of W, so narrower tiles read x more often.  8 stages at
+ * BM 128, 12 or 16 at BM 64.  Each 64-k block: wait for the stage, build
+ * the 4 A fragments one k16 step at a time (wgmma.fence, wgmma each), then
+ * wgmma.wait 0, release the stage, promote at a group's end; the other
+ * consumer's wgmmas keep the tensor cores busy meanwhile.  At g128 without
+ * the K split a group's two blocks go in one unrolled pass, the first's
+ * wgmmas (and A registers) left in flight while the second is built.
+ * Per stage: x (BM x 64 bf16), W (NT x 32 B), scale and zero words
+ * (2 groups x NT x 4 B each).  Rows past n are clamped to n - 1 (never
+ * stored); x rows past m read as zero (TMA) and x boxes wholly past m are
+ * not loaded (those columns of y^T are not stored either).
+ *
+ * Takes sym and asym, groups 32, 64 and 128, k a multiple of 32 and of the
+ * group, n a multiple of 8.  fmin (w = d q + m) would need the group sums
+ * of x per column as well; it is refused ("scheme") and w4a16.mma_fmin runs.
+ *
+ * The PTX helpers below repeat core/src/qc_kernels_wgmma.c's (plugins do
+ * not link the core): an acknowledged duplication.
+ */
+
+#define W4W_SMS 132
+#define W4W_THREADS 384
+
+#define W4W_SRC_BODY                                                                                               \
+    "typedef unsigned int u32;\n"                                                                                  \
+    "typedef unsigned short u16;\n"                                                                                \
+    "typedef unsigned char u8;\n"                                                                                  \
+    "typedef long long ll;\n"                                                                                      \
+    "typedef unsigned long long u64;\n"                                                                            \
+    "struct __align__(64) QcTmap { u64 opaque[16]; };\n"                                                           \
+    "#define W4_SYM 1\n"                                                                                           \
+    "#define W4_ASYM 2\n"                                                                                          \
+    "#define W4W_SMS 132\n"                                                                                        \
+    "#define W4W_GROUP_M 8\n"                                                                                      \
+    "#define W4_ONES 0x3F803F80u /* bf16x2 (1, 1) */\n"                                                            \
+    "#define W4_NEG136 0xC308C308u /* bf16x2 (-136, -136): 128 + z for z = 8 */\n"                                 \
+    "/* x rows per tile 128 (m > 64) or 64; the consumers split K when 128-W-row tiles would not fill the SMs:\n"   \
+    "   0: 128 W rows x 128, 1: 64 x 128 K split, 2: 128 x 64, 3: 64 x 64 K split */\n"                          \
+    "__device__ __forceinline__ int w4w_cfg(ll m, ll n) {\n"                                                       \
+    "    const ll bm = m <= 64 ? 64 : 128;\n"                                                                      \
+    "    return (bm == 64 ? 2 : 0) + (((m + bm - 1) / bm) * ((n + 127) / 128) < W4W_SMS ? 1 : 0);\n"              \
+    "}\n"                                                                                                          \
+    "__device__ __forceinline__ u32 w4w_smem(const void *p) { return (u32)__cvta_generic_to_shared(p); }\n"        \
+    "__device__ __forceinline__ void w4w_mbar_init(u32 bar, u32 count) {\n"                                        \
+    "    asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\\n\" ::\"r\"(bar), \"r\"(count) : \"memory\");\n"   \
+    "}\n"                                                                                                          \
+    "__device__ __forceinline__ void w4w_expect_tx(u32 bar, u32 bytes) {\n"                                        \
+    "    asm volatile(\"{\\n.reg .b64 st;\\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\\n}\\n\"\n"    \
+    "                 ::\"r\"(bar), \"r\"(bytes) : \"memory\");\n"                                                  \
+    "}\n"                                                                                                          \
+    "__device__ __forceinline__ void w4w_arrive(u32 bar) {\n"                                                      \
+    "    asm volatile(\"{\\n.reg .b64 st;\\nmbarrier.arrive.shared::cta.b64 st, [%0];\\n}\\n\" ::\"r\"(bar) : \"memory\");\n" \
+    "}\n"                                                                                                          \
+    "/* spin until the phase of parity `parity` has completed */\n"                                                \
+    "__device__ __forceinline__ void w4w_wait(u32 bar, u32 parity) {\n"                                            \
+    "    u32 done;\n"                                                                                              \
+    "    do {\n"                                                                                                   \
+    "        asm volatile(\"{\\n.reg .pred p;\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\n\"\n"      \
+    "                     \"selp.u32 %0, 1, 0, p;\\n}\\n\" : \"=r\"(done) : \"r\"(bar), \"r\"(parity) : \"memory\");\n" \
+    "    } while (!done);\n"                                                                                       \
+    "}\n"                                                                                                          \
+    "/* box at element coordinates (c0 along k, c1 rows) into smem, completing on bar */\n"                        \
+    "__device__ __forceinline__ void w4w_tma2d(u32 dst, const QcTmap *map, int c0, int c1, u32 bar) {\n"           \
+    "    asm volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes\"\n"      \
+    "                 \" [%0], [%1, {%2, %3}], [%4];\\n\"\n"                                                        \
+    "                 ::\"r\"(dst), \"l\"((u64)map), \"r\"(c0), \"r\"(c1), \"r\"(bar) : \"memory\");\n"            \
+    "}\n"                                                                                                          \
+    "__device__ __forceinline__ void w4w_cp16(u32 dst, const void *src) {\n"                                       \
+    "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\\n\" ::\"r\"(dst), \"l\"(src) : \"memory\");\n"   \
+    "}\n"                                                                                                          \
+    "__device__ __forceinline__ void w4w_cp4(u32 dst, const void *src) {\n"                                        \
+    "    asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4;\\n\" ::\"r\"(dst), \"l\"(src) : \"memory\");\n"    \
+    "}\n"                                                                                                          \
+    "/* one arrival on bar once this thread's cp.asyncs so far have landed (counted in the init count) */\n"     \
+    "__device__ __forceinline__ void w4w_cp_arrive(u32 bar) {\n"                                                   \
+    "    asm volatile(\"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\\n\" ::\"r\"(bar) : \"memory\");\n"   \
+    "}\n"                                                                                                          \
+    "__device__ __forceinline__ void w4w_bar_sync(int id) {\n"                                                     \
+    "    asm volatile(\"bar.sync %0, 256;\\n\" ::\"r\"(id) : \"memory\");\n"                                        \
+    "}\n"                                                                                                          \
+    "/* K-major operand, 128-byte swizzle: rows of 128 B, 8-row groups 1024 B apart (SBO); LBO unused */\n"       \
+    "__device__ __forceinline__ u64 w4w_desc(u32 addr) {\n"                                                        \
+    "    return (u64)((addr & 0x3FFFFu) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);\n"    \
+    "}\n"                                                                                                          \
+    "__device__ __forceinline__ void w4w_fence() { asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\"); }\n" \
+    "__device__ __forceinline__ void w4w_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\"); }\n" \
+    "template <int N> __device__ __forceinline__ void w4w_wg_wait() {\n"                                           \
+    "    asm volatile(\"wgmma.wait_group.sync.aligned %0;\\n\" ::\"n\"(N) : \"memory\");\n"                         \
+    "}\n"                                                                                                          \
+    "__device__ __forceinline__ float w4w_h2f(u32 h) {\n"                                                          \
+    "    float f;\n"                                                                                               \
+    "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"((u16)h));\n"                                              \
+    "    return f;\n"                                                                                              \
+    "}\n"                                                                                                          \
+    "/* bf16x2 -(128 + z) in both halves */\n"                                                                     \
+    "__device__ __forceinline__ u32 w4w_negz(u32 z) { return (0xC300u | z) * 0x10001u; }\n"                         \
+    "/* byte t of w gives the bf16x2 pair (q(2t) - z, q(2t+1) - z): its low nibble lands at bits 0-3, its high\n"  \
+    "   nibble (byte t of w >> 4) at bits 16-19, 0x4300 makes each 128 + q, one bf16x2 fma subtracts 128 + z */\n" \
+    "__device__ __forceinline__ u32 w4w_deq(u32 w, u32 sel, u32 negz) {\n"                                         \
+    "    const u32 v = (__byte_perm(w, w >> 4, sel) & 0x000F000Fu) | 0x43004300u;\n"                               \
+    "    u32 d;\n"                                                                                                 \
+    "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(v), \"r\"(W4_ONES), \"r\"(negz));\n"             \
+    "    return d;\n"                                                                                              \
+    "}\n"
+
+/* wgmma with A from registers: D[64 x N] (+)= A[64 x 16] B[16 x N], B K-major in shared memory */
+#define W4W_SRC_WGMMA \
+    "__device__ __forceinline__ void w4w_wgmma64(float *d, u32 a0, u32 a1, u32 a2, u32 a3, u64 db, int scale_d) {\n" \
+    "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %37, 0;\\n\"\n" \
+    "        \"wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {\"\n" \
+    "        \"%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, \"\n" \
+    "        \"%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31\"\n" \
+    "        \"}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\\n}\\n\"\n" \
+    "        : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]), \"+f\"(d[4]), \"+f\"(d[5]), \"+f\"(d[6]), \"+f\"(d[7]),\n" \
+    "          \"+f\"(d[8]), \"+f\"(d[9]), \"+f\"(d[10]), \"+f\"(d[11]), \"+f\"(d[12]), \"+f\"(d[13]), \"+f\"(d[14]), \"+f\"(d[15]),\n" \
+    "          \"+f\"(d[16]), \"+f\"(d[17]), \"+f\"(d[18]), \"+f\"(d[19]), \"+f\"(d[20]), \"+f\"(d[21]), \"+f\"(d[22]), \"+f\"(d[23]),\n" \
+    "          \"+f\"(d[24]), \"+f\"(d[25]), \"+f\"(d[26]), \"+f\"(d[27]), \"+f\"(d[28]), \"+f\"(d[29]), \"+f\"(d[30]), \"+f\"(d[31])\n" \
+    "        : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(db), \"r\"(scale_d));\n" \
+    "}\n" \
+    "__device__ __forceinline__ void w4w_wgmma128(float *d, u32 a0, u32 a1, u32 a2, u32 a3, u64 db, int scale_d) {\n" \
+    "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %69, 0;\\n\"\n" \
+    "        \"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {\"\n" \
+    "        \"%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, \"\n" \
+    "        \"%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, \"\n" \
+    "        \"%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, \"\n" \
+    "        \"%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63\"\n" \
+    "        \"}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\\n}\\n\"\n" \
+    "        : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]), \"+f\"(d[4]), \"+f\"(d[5]), \"+f\"(d[6]), \"+f\"(d[7]),\n" \
+    "          \"+f\"(d[8]), \"+f\"(d[9]), \"+f\"(d[10]), \"+f\"(d[11]), \"+f\"(d[12]), \"+f\"(d[13]), \"+f\"(d[14]), \"+f\"(d[15]),\n" \
+    "          \"+f\"(d[16]), \"+f\"(d[17]), \"+f\"(d[18]), \"+f\"(d[19]), \"+f\"(d[20]), \"+f\"(d[21]), \"+f\"(d[22]), \"+f\"(d[23]),\n" \
+    "          \"+f\"(d[24]), \"+f\"(d[25]), \"+f\"(d[26]), \"+f\"(d[27]), \"+f\"(d[28]), \"+f\"(d[29]), \"+f\"(d[30]), \"+f\"(d[31]),\n" \
+    "          \"+f\"(d[32]), \"+f\"(d[33]), \"+f\"(d[34]), \"+f\"(d[35]), \"+f\"(d[36]), \"+f\"(d[37]), \"+f\"(d[38]), \"+f\"(d[39]),\n" \
+    "          \"+f\"(d[40]), \"+f\"(d[41]), \"+f\"(d[42]), \"+f\"(d[43]), \"+f\"(d[44]), \"+f\"(d[45]), \"+f\"(d[46]), \"+f\"(d[47]),\n" \
+    "          \"+f\"(d[48]), \"+f\"(d[49]), \"+f\"(d[50]), \"+f\"(d[51]), \"+f\"(d[52]), \"+f\"(d[53]), \"+f\"(d[54]), \"+f\"(d[55]),\n" \
+    "          \"+f\"(d[56]), \"+f\"(d[57]), \"+f\"(d[58]), \"+f\"(d[59]), \"+f\"(d[60]), \"+f\"(d[61]), \"+f\"(d[62]), \"+f\"(d[63])\n" \
+    "        : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(db), \"r\"(scale_d));\n" \
+    "}\n" \
+    "template <int N> __device__ __forceinline__ void w4w_wgmma(float *d, const u32 *a, u64 db, int scale_d) {\n" \
+    "    if constexpr (N == 128) w4w_wgmma128(d, a[0], a[1], a[2], a[3], db, scale_d);\n"                          \
+    "    else w4w_wgmma64(d, a[0], a[1], a[2], a[3], db, scale_d);\n"                                              \
+    "}\n"
+#define W4W_SRC_GEMM \
+    "/* tile t -> (row tile of x, tile of W rows): groups of W4W_GROUP_M x tiles, x fastest, so that the blocks\n" \
+    "   running together share their W tiles in L2 */\n" \
+    "__device__ __forceinline__ void w4w_tile(ll t, ll tiles_m, ll tiles_n, ll *tm, ll *tn) {\n" \
+    "    const ll per_group = (ll)W4W_GROUP_M * tiles_n;\n" \
+    "    const ll first_m = t / per_group * W4W_GROUP_M, in_g = t % per_group;\n" \
+    "    const ll gsz = tiles_m - first_m < W4W_GROUP_M ? tiles_m - first_m : W4W_GROUP_M;\n" \
+    "    *tm = first_m + in_g % gsz;\n" \
+    "    *tn = in_g / gsz;\n" \
+    "}\n" \
+    "/* S scheme, BM x rows per tile (wgmma N), KS 1 or 2 (K split over the consumers), ST stages, GS = group / 16 */\n" \
+    "template <int S, int BM, int KS, int ST, int GS>\n" \
+    "__device__ __forceinline__ void w4w_gemm(const QcTmap *tmx, const u8 *q, const u16 *sc, const u8 *zp, float *y,\n" \
+    "                                         ll m, ll n, ll k, unsigned char *smem, u64 *bars) {\n" \
+    "    constexpr int NT = 128 / KS;                     /* W rows per tile */\n" \
+    "    constexpr int XB = BM * 128, WB = NT * 32, MB = 2 * NT * 4;\n" \
+    "    constexpr int STAGE = (XB + WB + 2 * MB + 1023) / 1024 * 1024;\n" \
+    "    constexpr int GPS = GS == 2 ? 2 : 1;             /* groups in a stage's 64 k */\n" \
+    "    const int tid = threadIdx.x, wg = tid >> 7;\n" \
+    "    if (tid == 0) {\n" \
+    "        const u32 full = w4w_smem(bars), empty = full + 8 * ST;\n" \
+    "        for (int s = 0; s < ST; s++) {\n" \
+    "            w4w_mbar_init(full + 8 * s, 129);            /* thread 0's expect_tx + 128 cp.async arrivals */\n" \
+    "            w4w_mbar_init(empty + 8 * s, 4 * (3 - KS));  /* the consumer warps that read the stage */\n" \
+    "        }\n" \
+    "        asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");\n" \
+    "    }\n" \
+    "    __syncthreads();\n" \
+    "/* what both roles need, computed after setmaxnreg so that nothing lives across it (ptxas would spill it) */\n" \
+    "#define W4W_SETUP                                                                                          \\\n" \
+    "    const u32 sbase = w4w_smem(smem), base = (sbase + 1023u) & ~1023u; /* the swizzle repeats every 1 KiB */ \\\n" \
+    "    unsigned char *al = smem + (base - sbase);                                                             \\\n" \
+    "    const u32 full = w4w_smem(bars), empty = full + 8 * ST;                                                \\\n" \
+    "    const ll tiles_m = (m + BM - 1) / BM, tiles_n = (n + NT - 1) / NT, tiles = tiles_m * tiles_n;          \\\n" \
+    "    const int kt_n = (int)((k + 63) / 64);                                                                 \\\n" \
+    "    const ll ng = k / (16 * GS), kh = k / 2;                                                               \\\n" \
+    "    (void)al, (void)kh;\n" \
+    "    if (wg == 0) {\n" \
+    "        asm volatile(\"setmaxnreg.dec.sync.aligned.u32 56;\\n\" ::: \"memory\");\n" \
+    "        W4W_SETUP\n" \
+    "        const int pt = tid;\n" \
+    "        if (pt == 0) asm volatile(\"prefetch.tensormap [%0];\\n\" ::\"l\"((u64)tmx) : \"memory\");\n" \
+    "        int s = 0;\n" \
+    "        u32 ph = 0;\n" \
+    "        for (ll t = blockIdx.x; t < tiles; t += gridDim.x) {\n" \
+    "            ll tm, tn;\n" \
+    "            w4w_tile(t, tiles_m, tiles_n, &tm, &tn);\n" \
+    "            const int m0 = (int)(tm * BM);\n" \
+    "            const ll n0 = tn * NT;\n" \
+    "            const int nb = BM == 128 && m0 + 64 < m ? 2 : 1; /* x boxes of 64 rows not wholly past m */\n" \
+    "            for (int kt = 0; kt < kt_n; kt++) {\n" \
+    "                w4w_wait(empty + 8 * s, ph ^ 1u); /* a fresh barrier passes parity 1 at once */\n" \
+    "                const u32 sx = base + s * STAGE, sw = sx + XB, ss = sw + WB, sz = ss + MB, fb = full + 8 * s;\n" \
+    "                if (pt == 0) {\n" \
+    "                    w4w_expect_tx(fb, nb * 8192u);\n" \
+    "                    for (int b = 0; b < nb; b++) w4w_tma2d(sx + b * 8192, tmx, kt * 64, m0 + 64 * b, fb);\n" \
+    "                }\n" \
+    "#pragma unroll\n" \
+    "                for (int i = 0; i < 2 * NT / 128; i++) { /* 16-byte halves of the stage's W rows */\n" \
+    "                    const int c = pt + 128 * i, row = c >> 1, h = c & 1;\n" \
+    "                    if ((ll)kt * 64 + 32 * h < k) { /* a half past k (k % 64 == 32) is never read */\n" \
+    "                        const ll r = n0 + row < n ? n0 + row : n - 1;\n" \
+    "                        w4w_cp16(sw + row * 32 + 16 * (h ^ ((row >> 2) & 1)), q + r * kh + kt * 32 + 16 * h);\n" \
+    "                    }\n" \
+    "                }\n" \
+    "                if (pt < NT) { /* the aligned words holding each row's scale (and zero) */\n" \
+    "                    const ll r = n0 + pt < n ? n0 + pt : n - 1;\n" \
+    "#pragma unroll\n" \
+    "                    for (int gq = 0; gq < GPS; gq++) {\n" \
+    "                        const ll gi = GS == 2 ? 2 * (ll)kt + gq : (ll)kt * 4 / GS;\n" \
+    "                        if (gi < ng) {\n" \
+    "                            const ll e = r * ng + gi;\n" \
+    "                            w4w_cp4(ss + (gq * NT + pt) * 4, sc + (e & ~1ll));\n" \
+    "                            if (S == W4_ASYM) w4w_cp4(sz + (gq * NT + pt) * 4, zp + (e & ~3ll));\n" \
+    "                        }\n" \
+    "                    }\n" \
+    "                }\n" \
+    "                w4w_cp_arrive(fb);\n" \
+    "                if (++s == ST) { s = 0; ph ^= 1u; }\n" \
+    "            }\n" \
+    "        }\n" \
+    "    } else {\n" \
+    "        asm volatile(\"setmaxnreg.inc.sync.aligned.u32 224;\\n\" ::: \"memory\");\n" \
+    "        W4W_SETUP\n" \
+    "        const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;\n" \
+    "        const int rl = (KS == 1 ? 64 * c : 0) + 16 * warp + g; /* tile row of A row g; A row g + 8 is rl + 8 */\n" \
+    "        const int swz = (rl >> 2) & 1;                        /* the same for rl + 8 */\n" \
+    "        const u32 sel = (u32)t | ((u32)(t + 4) << 8);\n" \
+    "        float acc[BM / 2], part[BM / 2];\n" \
+    "        int s = 0;\n" \
+    "        u32 ph = 0;\n" \
+    "        for (ll tt = blockIdx.x; tt < tiles; tt += gridDim.x) {\n" \
+    "            ll tm, tn;\n" \
+    "            w4w_tile(tt, tiles_m, tiles_n, &tm, &tn);\n" \
+    "            const ll m0 = tm * BM, n0 = tn * NT;\n" \
+    "            const ll rc0 = n0 + rl < n ? n0 + rl : n - 1, rc1 = n0 + rl + 8 < n ? n0 + rl + 8 : n - 1;\n" \
+    "#pragma unroll\n" \
+    "            for (int i = 0; i < BM / 2; i++) acc[i] = 0.f;\n" \
+    "            /* g128 without the K split: a group's two blocks in one unrolled pass, so that the first block's\n" \
+    "               wgmmas (and their A registers) stay in flight while the second block is built */\n" \
+    "            constexpr int KPI = GS == 8 && KS == 1 ? 2 : 1;\n" \
+    "            int sp = 0;\n" \
+    "            for (int kt0 = 0; kt0 < kt_n; kt0 += KPI)\n" \
+    "#pragma unroll\n" \
+    "            for (int u = 0; u < KPI; u++) {\n" \
+    "                const int kt = kt0 + u; /* kt_n is even when KPI is 2 (k % 128 == 0) */\n" \
+    "                if (KS == 1 || (kt & 1) == c) {\n" \
+    "                    w4w_wait(full + 8 * s, ph);\n" \
+    "                    const u32 sx = base + s * STAGE;\n" \
+    "                    const unsigned char *ws = al + s * STAGE + XB, *ms = ws + WB, *zs = ms + MB;\n" \
+    "                    float s0[GPS], s1[GPS];\n" \
+    "                    u32 z0[GPS], z1[GPS];\n" \
+    "#pragma unroll\n" \
+    "                    for (int gq = 0; gq < GPS; gq++) {\n" \
+    "                        const ll gi = GS == 2 ? 2 * (ll)kt + gq : (ll)kt * 4 / GS;\n" \
+    "                        const ll e0 = rc0 * ng + gi, e1 = rc1 * ng + gi;\n" \
+    "                        const u32 a = *(const u32 *)(ms + (gq * NT + rl) * 4), b = *(const u32 *)(ms + (gq * NT + rl + 8) * 4);\n" \
+    "                        s0[gq] = w4w_h2f((e0 & 1) ? a >> 16 : a);\n" \
+    "                        s1[gq] = w4w_h2f((e1 & 1) ? b >> 16 : b);\n" \
+    "                        if (S == W4_ASYM) {\n" \
+    "                            const u32 za = *(const u32 *)(zs + (gq * NT + rl) * 4), zb = *(const u32 *)(zs + (gq * NT + rl + 8) * 4);\n" \
+    "                            z0[gq] = w4w_negz((za >> (8 * (int)(e0 & 3))) & 15u);\n" \
+    "                            z1[gq] = w4w_negz((zb >> (8 * (int)(e1 & 3))) & 15u);\n" \
+    "                        } else {\n" \
+    "                            z0[gq] = z1[gq] = W4_NEG136;\n" \
+    "                        }\n" \
+    "                    }\n" \
+    "                    /* GS 8 without the K split: one group over two blocks */\n" \
+    "                    const bool first = KS == 2 || GS != 8 || (kt & 1) == 0, last = KS == 2 || GS != 8 || (kt & 1) == 1;\n" \
+    "                    const bool half = GS == 2 && (ll)kt * 64 + 32 >= k; /* the K tail: only the block's first 32 k */\n" \
+    "                    u32 a[4][4];\n" \
+    "#pragma unroll\n" \
+    "                    for (int j = 0; j < 4; j++) {\n" \
+    "                        if (j == 2 && half) break;\n" \
+    "                        /* A of k16 step j: words 2j and 2j + 1 (k 16j .. 16j + 15) of rows g and g + 8, built just\n" \
+    "                           before its wgmma; each step's registers stay untouched until the wait */\n" \
+    "                        const int off = 16 * ((j >> 1) ^ swz) + 8 * (j & 1), gq = GS == 2 ? j >> 1 : 0;\n" \
+    "                        const uint2 r0 = *(const uint2 *)(ws + rl * 32 + off);\n" \
+    "                        const uint2 r1 = *(const uint2 *)(ws + (rl + 8) * 32 + off);\n" \
+    "                        a[j][0] = w4w_deq(r0.x, sel, z0[gq]);\n" \
+    "                        a[j][1] = w4w_deq(r1.x, sel, z1[gq]);\n" \
+    "                        a[j][2] = w4w_deq(r0.y, sel, z0[gq]);\n" \
+    "                        a[j][3] = w4w_deq(r1.y, sel, z1[gq]);\n" \
+    "                        w4w_fence();\n" \
+    "                        w4w_wgmma<BM>(part, a[j], w4w_desc(sx + 32 * j), GS == 2 ? (j & 1) : (j > 0 || !first));\n" \
+    "                        if (GS == 2 && (j & 1)) { /* two groups per block: promote after each pair of steps */\n" \
+    "                            w4w_commit();\n" \
+    "                            w4w_wg_wait<0>();\n" \
+    "#pragma unroll\n" \
+    "                            for (int i = 0; i < BM / 2; i++) acc[i] = fmaf((i & 2) ? s1[j >> 1] : s0[j >> 1], part[i], acc[i]);\n" \
+    "                        }\n" \
+    "                    }\n" \
+    "                    if (GS != 2) w4w_commit();\n" \
+    "                    if (KPI == 2 && u == 0) {\n" \
+    "                        sp = s; /* released with the pair's second block */\n" \
+    "                    } else {\n" \
+    "                        if (GS != 2) w4w_wg_wait<0>();\n" \
+    "                        if (lane == 0) { /* the stage (stages) has been read */\n" \
+    "                            w4w_arrive(empty + 8 * s);\n" \
+    "                            if (KPI == 2) w4w_arrive(empty + 8 * sp);\n" \
+    "                        }\n" \
+    "                        if (GS != 2 && last) {\n" \
+    "#pragma unroll\n" \
+    "                            for (int i = 0; i < BM / 2; i++) acc[i] = fmaf((i & 2) ? s1[0] : s0[0], part[i], acc[i]);\n" \
+    "                        }\n" \
+    "                    }\n" \
+    "                }\n" \
+    "                if (++s == ST) { s = 0; ph ^= 1u; }\n" \
+    "            }\n" \
+    "            /* accumulator i: W row rl (+8 for i & 2), x row 8 (i / 4) + 2 t + (i & 1) */\n" \
+    "            if (KS == 2) { /* the consumers' halves of K meet in shared memory */\n" \
+    "                float *red = (float *)(al + ST * STAGE);\n" \
+    "                const int ti = tid & 127;\n" \
+    "                if (c == 1) {\n" \
+    "#pragma unroll\n" \
+    "                    for (int i = 0; i < BM / 2; i++) red[i * 128 + ti] = acc[i];\n" \
+    "                }\n" \
+    "                w4w_bar_sync(1);\n" \
+    "                if (c == 0) {\n" \
+    "#pragma unroll\n" \
+    "                    for (int i = 0; i < BM / 2; i++) acc[i] += red[i * 128 + ti];\n" \
+    "                }\n" \
+    "                w4w_bar_sync(2);\n" \
+    "            }\n" \
+    "            if (KS == 1 || c == 0) {\n" \
+    "#pragma unroll\n" \
+    "                for (int i = 0; i < BM / 2; i++) {\n" \
+    "                    const ll r = m0 + 8 * (i >> 2) + 2 * t + (i & 1), cn = n0 + rl + ((i & 2) ? 8 : 0);\n" \
+    "                    if (r < m && cn < n) y[r * n + cn] = acc[i];\n" \
+    "                }\n" \
+    "            }\n" \
+    "        }\n" \
+    "    }\n" \
+    "#undef W4W_SETUP\n" \
+    "}\n" \
+    "template <int S>\n" \
+    "__device__ __forceinline__ void w4w_go(const QcTmap *tmx, const u8 *q, const u16 *sc, const u8 *zp, float *y, ll m,\n" \
+    "                                       ll n, ll k, ll gs) {\n" \
+    "    extern __shared__ __align__(1024) unsigned char smem[];\n" \
+    "    __shared__ __align__(8) u64 bars[2 * 16];\n" \
+    "    if (m <= 0 || n <= 0 || k <= 0) return;\n" \
+    "    switch (w4w_cfg(m, n) * 4 + (int)(gs >> 5)) { /* gs / 32: 1, 2 or 4 */\n" \
+    "#define W4W_CASE(cfg, BM, KS, ST)                                                                                \\\n" \
+    "    case cfg * 4 + 1: w4w_gemm<S, BM, KS, ST, 2>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;               \\\n" \
+    "    case cfg * 4 + 2: w4w_gemm<S, BM, KS, ST, 4>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;               \\\n" \
+    "    case cfg * 4 + 4: w4w_gemm<S, BM, KS, ST, 8>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;\n" \
+    "    W4W_CASE(0, 128, 1, 8)\n" \
+    "    W4W_CASE(1, 128, 2, 8)\n" \
+    "    W4W_CASE(2, 64, 1, 12)\n" \
+    "    W4W_CASE(3, 64, 2, 16)\n" \
+    "#undef W4W_CASE\n" \
+    "    default: break; /* the host's eligibility refuses other groups */\n" \
+    "    }\n" \
+    "}\n"
+
+static const char W4W_SRC_SYM[] =
+    "/* qcore w4a16 Hopper GEMM (sym): y[m,n] = x[m,k] . W4[n,k]^T; TMA + wgmma, A dequantized in registers */\n"
+    W4W_SRC_BODY W4W_SRC_WGMMA W4W_SRC_GEMM
+    "/* x is read only through its tensor map (built by the host from the same pointer) */\n"
+    "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_w4_wgmma_sym(const u16 *x, const u8 *q, const u16 *s,\n"
+    "        float *y, ll m, ll n, ll k, ll gs, const __grid_constant__ QcTmap tmx) {\n"
+    "    (void)x;\n"
+    "    w4w_go<W4_SYM>(&tmx, q, s, 0, y, m, n, k, gs);\n"
+    "}\n";
+
+static const char W4W_SRC_ASYM[] =
+    "/* qcore w4a16 Hopper GEMM (asym): y[m,n] = x[m,k] . W4[n,k]^T; TMA + wgmma, A dequantized in registers */\n"
+    W4W_SRC_BODY W4W_SRC_WGMMA W4W_SRC_GEMM
+    "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_w4_wgmma_asym(const u16 *x, const u8 *q, const u16 *s,\n"
+    "        const u8 *z, float *y, ll m, ll n, ll k, ll gs, const __grid_constant__ QcTmap tmx) {\n"
+    "    (void)x;\n"
+    "    w4w_go<W4_ASYM>(&tmx, q, s, z, y, m, n, k, gs);\n"
+    "}\n";
+
+/* The device's w4w_cfg and w4w_gemm's stage layout, for the launch. */
+typedef struct w4w_plan {
+    int cfg, bm, ks, stages;
+    uint32_t smem;
+    int64_t tiles;
+} w4w_plan;
+
+static void w4w_plan_of(int64_t m, int64_t n, w4w_plan *p) {
+    memset(p, 0, sizeof *p);
+    if (m <= 0 || n <= 0) return;
+    int64_t bm = m <= 64 ? 64 : 128;
+    p->cfg = (bm == 64 ? 2 : 0) + (((m + bm - 1) / bm) * ((n + 127) / 128) < W4W_SMS ? 1 : 0);
+    static const int bms[4] = {128, 128, 64, 64}, kss[4] = {1, 2, 1, 2}, sts[4] = {8, 8, 12, 16};
+    p->bm = bms[p->cfg], p->ks = kss[p->cfg], p->stages = sts[p->cfg];
+    uint32_t nt = 128u / (uint32_t)p->ks, xb = (uint32_t)p->bm * 128u, wb = nt * 32u, mb = 2u * nt * 4u;
+    uint32_t stage = (xb + wb + 2u * mb + 1023u) / 1024u * 1024u;
+    /* the ring, the K-split meeting place, slack to align the ring to 1024 B */
+    p->smem = (uint32_t)p->stages * stage + (p->ks == 2 ? (uint32_t)p->bm * 256u : 0u) + 1024u;
+    p->tiles = ((m + p->bm - 1) / p->bm) * ((n + nt - 1) / nt);
+}
+
+static void w4w_dims(const qc_problem *p, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    w4w_plan pl;
+    w4w_plan_of(p->m, p->n, &pl);
+    d->grid[0] = (uint32_t)(pl.tiles < W4W_SMS ? pl.tiles : W4W_SMS);
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = W4W_THREADS;
+    d->block[1] = d->block[2] = 1;
+    d->shared_bytes = pl.smem;
+}
+
+/* ---- C references: exactly each kernel's parameters, x as bf16 bits ---- */
+
+static void w4w_ref(uint32_t scheme, const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales,
+                    const uint8_t *zeros, float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
+    /* the host checks eligibility first; this only keeps a bad call in bounds */
+    if (!xb || !qweight || !scales || !y || m <= 0 || group_size <= 0 || group_size > 128 ||
+        !w4_shape_ok(n, k, (uint32_t)group_size, NULL) || (size_t)m > SIZE_MAX / sizeof(float) / (size_t)k)
+        return;
+    if (scheme == W4A16_SCHEME_ASYM && !zeros) return;
+    float *x = malloc((size_t)m * (size_t)k * sizeof(float));
+    if (!x) return;
+    for (size_t i = 0; i < (size_t)m * (size_t)k; i++) x[i] = qc_bf16_to_f32(xb[i]);
+    w4_view v = {.n = n, .k = k, .g = (uint32_t)group_size, .scheme = scheme, .ng = k / group_size,
+                 .q = qweight, .s = scales, .z = zeros};
+    w4_linear(&v, x, y, m);
+    free(x);
+}
+
+static void w4w_ref_sym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, float *y, int64_t m,
+                        int64_t n, int64_t k, int64_t group_size) {
+    w4w_ref(W4A16_SCHEME_SYM, xb, qweight, scales, NULL, y, m, n, k, group_size);
+}
+static void w4w_ref_asym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, const uint8_t *zeros,
+                         float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
+    w4w_ref(W4A16_SCHEME_ASYM, xb, qweight, scales, zeros, y, m, n, k, group_size);
+}
+
+/* ---- eligibility ---- */
+
+static int w4w_ok(const qc_problem *p, uint32_t want, const char *id, qc_reason *why) {
+    uint32_t s = p->struct_size >= offsetof(qc_problem, scheme) + sizeof p->scheme ? p->scheme : 0;
+    if (s == 0) s = W4A16_SCHEME_SYM;
+    if (w4_scheme_ok(s) && (s & W4A16_SCHEME_PERM) && W4A16_SCHEME_BASE(s) == want) {
+        w4_why(why, "perm", "%s does not take act-order weights (scheme %s): the stored K order needs x permuted",
+               id, w4_scheme_name(s));
+        return 0;
+    }
+    if (s != want) {
+        w4_why(why, "scheme", "%s takes scheme %s only (fmin has its own GEMM), the weight is %s (0x%x)", id,
+               w4_scheme_name(want), w4_scheme_name(s), s);
+        return 0;
+    }
+    if (!w4_group_ok(p->group_size)) {
+        w4_why(why, "group", "%s needs the weight's group size (32, 64 or 128), problem has %u", id, p->group_size);
+        return 0;
+    }
+    /* k a multiple of 32 and of g, n of 8, both below 2^31 (the TMA coordinates and the row clamps) */
+    if (!w4_shape_ok(p->n, p->k, p->group_size, why)) return 0;
+    if (p->m < 1 || p->m > (1ll << 31) - 128) {
+        w4_why(why, "m_range", "%s takes 1 <= m < 2^31 - 128 (32-bit TMA row coordinates), batch has m = %lld", id,
+               (long long)p->m);
+        return 0;
+    }
+    return 1;
+}
+
+static int w4w_el_sym(const qc_problem *p, qc_reason *why) {
+    return w4w_ok(p, W4A16_SCHEME_SYM, "w4a16.wgmma_sym", why);
+}
+static int w4w_el_asym(const qc_problem *p, qc_reason *why) {
+    return w4w_ok(p, W4A16_SCHEME_ASYM, "w4a16.wgmma_asym", why);
+}
+
+/* ---- parameters, tensor map and registration ---- */
+
+#define W4W_HEAD {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}
+#define W4W_TAIL                                                                                          \
+    {"y", QC_PARAM_PTR}, {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64}, {"k", QC_PARAM_I64},                   \
+    {"group_size", QC_PARAM_I64}
+static const qc_kernel_param w4w_p_sym[] = {W4W_HEAD, W4W_TAIL};
+static const qc_kernel_param w4w_p_asym[] = {W4W_HEAD, {"w.zeros", QC_PARAM_PTR}, W4W_TAIL};
+
+/* x in boxes of 64 rows x 64 k (128 bytes: the 128-byte swizzle span); a
+ * 128-row tile takes two.  The packed weight has no I64 parameter for its
+ * row length (k / 2 bytes), so it comes by cp.async instead. */
+static const qc_tensor_map_spec w4w_maps[] = {
+    {"x.bf16", QC_DT_BF16, "m", "k", 64, 64, 128},
+};
+
+qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host) {
+    static const struct {
+        const char *id, *entry, *source;
+        const qc_kernel_param *params;
+        uint32_t n_params;
+        void (*reference)(void);
+        int (*eligible)(const qc_problem *, qc_reason *);
+    } rows[] = {
+        {"w4a16.wgmma_sym", "qc_w4_wgmma_sym", W4W_SRC_SYM, w4w_p_sym, sizeof w4w_p_sym / sizeof w4w_p_sym[0],
+         (void (*)(void))w4w_ref_sym, w4w_el_sym},
+        {"w4a16.wgmma_asym", "qc_w4_wgmma_asym", W4W_SRC_ASYM, w4w_p_asym, sizeof w4w_p_asym / sizeof w4w_p_asym[0],
+         (void (*)(void))w4w_ref_asym, w4w_el_asym},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        qc_kernel_desc d = {
+            .struct_size = sizeof d,
+            .id = rows[i].id,
+            .format = "w4a16",
+            .phases = QC_PHASE_ANY,
+            .m_min = 17, /* the GEMVs take m <= 16 */
+            .m_max = (1ll << 31) - 128,
+            .arch = {90, 90}, /* sm_90a only: wgmma and setmaxnreg */
+            .n_params = rows[i].n_params,
+            .params = rows[i].params,
+            .reference = rows[i].reference,
+            .cuda_source = rows[i].source,
+            .cuda_entry = rows[i].entry,
+            .launch_dims = w4w_dims,
+            .eligible = rows[i].eligible,
+            .n_tensor_maps = sizeof w4w_maps / sizeof w4w_maps[0],
+            .tensor_maps = w4w_maps,
+        };
+        qc_status st = api->register_kernel(host, &d);
+        if (st != QC_OK) return st;
+    }
+    return QC_OK;
+}
