@@ -103,10 +103,10 @@ static void why_set(qc_reason *why, const char *code, const char *fmt, ...) {
  * blocks and T = 1 below MXG_T2_ROWS rows keep the grid at several blocks
  * per SM for the decode shapes (4096 rows: 256 blocks on 132 SMs).
  *
- * Scale factors come from a 257-entry table in shared memory (mx_s1 of
- * every byte, entry 256 = 0 marks a block past the row: its codes are not
- * loaded and the zero factor cancels them), built once per block while the
- * first loads are in flight.
+ * Scale factors come from a table in shared memory (mx_s1 and mx_s2 of
+ * every byte and of 256, whose factor 0 marks a block past the row: its
+ * codes are not loaded and the zero factor cancels them), built once per
+ * block while the first loads are in flight.
  *
  * Decode.  Word j of a vector holds elements 8j..8j+7 (nibble i = element
  * 8j+i).  It becomes 4 bf16x2 words, pair p = (element p, element p+4),
@@ -182,22 +182,12 @@ static const char GEMV_SRC[] = "/* qcore mxfp4 gemv: y[m,n] = x[m,k] . dec(W)[n,
     "        : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"
     "        : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n"
     "}\n"
-    "/* one quad from registers: lane t's block of rows g, g + 8 of each tile; s1t: the factor by scale\n"
-    "   byte (mx_s1, in shared memory).  x comes from xq, this lane's 32 elements of the block (or of\n"
+    "/* one quad from registers: lane t's block of rows g, g + 8 of each tile; s1t: the factors by scale\n"
+    "   byte (mx_s1 at e, mx_s2 at 257 + e, in shared memory).  x comes from xq, this lane's 32 elements of the block (or of\n"
     "   the row's last block for a lane past the row, whose weights the zero factor cancels) */\n"
-    "template <int MT, int T>\n"
-    "__device__ __forceinline__ void mx_quad(const uint4 (&q)[T][2], const unsigned (&se)[T][2], const unsigned *s1t,\n"
-    "                                        const uint4 *const (&xq)[MT], float (&acc)[T][MT][4]) {\n"
-    "    unsigned s1[T][2];\n"
-    "    bool b = false;\n"
-    "#pragma unroll\n"
-    "    for (int i = 0; i < T; i++)\n"
-    "#pragma unroll\n"
-    "        for (int h = 0; h < 2; h++) {\n"
-    "            s1[i][h] = s1t[se[i][h]];\n"
-    "            b |= s1[i][h] == 0x7e807e80u;\n"
-    "        }\n"
-    "    const bool big = __any_sync(0xffffffffu, b);\n"
+    "template <int MT, int T, bool BIG>\n"
+    "__device__ __forceinline__ void mx_quad(const uint4 (&q)[T][2], const unsigned (&se)[T][2], const unsigned (&s1)[T][2],\n"
+    "                                        const unsigned *s1t, const uint4 *const (&xq)[MT], float (&acc)[T][MT][4]) {\n"
     "#pragma unroll\n"
     "    for (int w = 0; w < 4; w++) {\n"
     "        unsigned xb[MT][4];\n"
@@ -213,8 +203,8 @@ static const char GEMV_SRC[] = "/* qcore mxfp4 gemv: y[m,n] = x[m,k] . dec(W)[n,
     "                d0[p] = mx_mul2(d0[p], s1[i][0]);\n"
     "                d1[p] = mx_mul2(d1[p], s1[i][1]);\n"
     "            }\n"
-    "            if (big) { /* warp-uniform, rare: a block scale above 2^1 */\n"
-    "                const unsigned s20 = mx_s2(se[i][0]), s21 = mx_s2(se[i][1]);\n"
+    "            if (BIG) { /* a block scale above 2^1 in the warp: rare */\n"
+    "                const unsigned s20 = s1t[257 + se[i][0]], s21 = s1t[257 + se[i][1]];\n"
     "#pragma unroll\n"
     "                for (int p = 0; p < 4; p++) {\n"
     "                    d0[p] = mx_mul2(d0[p], s20);\n"
@@ -279,7 +269,10 @@ static const char GEMV_SRC[] = "/* qcore mxfp4 gemv: y[m,n] = x[m,k] . dec(W)[n,
     "    for (int d = 0; d < D; d++)\n"
     "        if (d < mine) mx_load<T>(q[d], se[d], wp, sp, d, b0 + 4 * d < nb);\n"
     "    /* the factor table while the first loads are in flight */\n"
-    "    for (int e = tid; e <= 256; e += MXG_WARPS * 32) s1t[e] = mx_s1((unsigned)e);\n"
+    "    for (int e = tid; e <= 256; e += MXG_WARPS * 32) {\n"
+    "        s1t[e] = mx_s1((unsigned)e);\n"
+    "        s1t[257 + e] = mx_s2((unsigned)e);\n"
+    "    }\n"
     "    __syncthreads();\n"
     "    for (int j0 = 0; j0 < mine; j0 += D) {\n"
     "#pragma unroll\n"
@@ -289,7 +282,18 @@ static const char GEMV_SRC[] = "/* qcore mxfp4 gemv: y[m,n] = x[m,k] . dec(W)[n,
     "            const uint4 *xq[MT];\n"
     "#pragma unroll\n"
     "            for (int jj = 0; jj < MT; jj++) xq[jj] = (const uint4 *)(xr[jj] + (blk < nb ? blk : nb - 1) * 32);\n"
-    "            mx_quad<MT, T>(q[d], se[d], s1t, xq, acc);\n"
+    "            unsigned s1[T][2];\n"
+    "            bool b = false;\n"
+    "#pragma unroll\n"
+    "            for (int i = 0; i < T; i++)\n"
+    "#pragma unroll\n"
+    "                for (int h = 0; h < 2; h++) {\n"
+    "                    s1[i][h] = s1t[se[d][i][h]];\n"
+    "                    b |= s1[i][h] == 0x7e807e80u;\n"
+    "                }\n"
+    "            /* a whole quad per path: a branch per word would be predicated, costing issue slots */\n"
+    "            if (__any_sync(0xffffffffu, b)) mx_quad<MT, T, true>(q[d], se[d], s1, s1t, xq, acc);\n"
+    "            else mx_quad<MT, T, false>(q[d], se[d], s1, s1t, xq, acc);\n"
     "            if (j + D < mine) mx_load<T>(q[d], se[d], wp, sp, d + D, blk + 4 * D < nb);\n"
     "        }\n"
     "#pragma unroll\n"
@@ -323,7 +327,7 @@ static const char GEMV_SRC[] = "/* qcore mxfp4 gemv: y[m,n] = x[m,k] . dec(W)[n,
     "extern \"C\" __global__ void __launch_bounds__(MXG_WARPS * 32, 4) qc_mxfp4_gemv(const unsigned short *x, const unsigned char *qw,\n"
     "        const unsigned char *sc, float *y, long long m, long long n, long long k) {\n"
     "    __shared__ float red[MXG_WARPS * 16 * 32];\n"
-    "    __shared__ unsigned s1t[257];\n"
+    "    __shared__ unsigned s1t[2 * 257]; /* mx_s1, then mx_s2, of every scale byte and of 256 */\n"
     "    if (m <= 0 || n <= 0) return;\n"
     "    if (m > 16 || k <= 0 || (k & 31) || k > 2147483647LL || ((unsigned long long)qw & 15) ||\n"
     "        ((unsigned long long)x & 15)) {\n"
