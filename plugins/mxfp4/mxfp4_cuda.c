@@ -120,14 +120,16 @@ static void why_set(qc_reason *why, const char *code, const char *fmt, ...) {
  * fma.rn.bf16x2 keeps).  One bf16x2 multiply by 2^(e-1) then gives the
  * exact value times the block scale 2^(e-127) (e = 0 included: 2^-1; 0xFF:
  * NaN).  For e > 128, 2^(e-1) is no bf16, so the value is multiplied by
- * 2^126 and then by 2^(e-127) (a second multiply, taken only by the steps
- * where a lane of the warp has such a block: warp-uniform).
+ * 2^126 and then by 2^(e-127): a second multiply, in a second copy of the
+ * quad's code that a warp vote picks when a lane has such a block (a
+ * per-word branch would be predicated and cost issue slots every time).
  *
  * The k order inside an mma is free as long as A and B agree: k16 step 2j
  * of a block takes from lane t the pairs p = 0, 1 of word j (A registers
  * a0/a1: rows g, g+8, pair 0; a2/a3: pair 1), step 2j+1 the pairs 2, 3; the
  * B registers are x[token][block*32 + 8j + p, + p + 4], built from one
- * 16-byte load of x (8 elements, read-only path, L1) by byte permutes.  At
+ * 16-byte load of x (8 elements, read-only path, L1) by byte permutes; at
+ * m <= 8 a quad's x is loaded while the previous quad is computed.  At
  * m <= 8 one n-tile (token g), above two (tokens g, 8 + g); tokens past m
  * read row m - 1 (their columns are not stored).  T = 2 only for m > 8 and
  * n >= MXG_T2_ROWS, so that both x tiles serve 32 rows.  Products are exact
