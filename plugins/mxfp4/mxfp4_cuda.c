@@ -81,29 +81,72 @@ static void why_set(qc_reason *why, const char *code, const char *fmt, ...) {
     "}\n"
 
 /*
- * mxfp4.gemv (1 <= m <= 16).  A block of 8 warps owns 16*T rows of W (T = 1
- * for m <= 4, else 2) and its warps split K in chunks of 4U blocks of 32
- * (U = 4, resp. 2).  Lane (g, t) = (lane/4, lane%4) streams, for each of its
- * rows g and g+8 of each 16-row tile, U consecutive 16-byte vectors (one
- * 32-element block each, one E8M0 byte each) with non-allocating loads: all
- * T*2*U loads of a chunk are in flight together.  The weights are the A
- * operand of m16n8k16 (16 W rows x 16 k), x the B operand (8 tokens; two
- * n-tiles for m > 8).  Because a dot product does not care about the order
- * of k, the k16 step s of block u takes from lane t the elements 4s..4s+3
- * of its own block: bytes 2s and 2s+1 of the vector, i.e. the register
- * pairs a0/a1 (row g / g+8, low nibble first) and a2/a3, while the x
- * fragment is x[token][4s .. 4s+3] of the same block, 8 contiguous bytes.
+ * mxfp4.gemv (1 <= m <= 16): a stream of W with the products on bf16 tensor
+ * cores (mma.sync m16n8k16: 16 W rows x 16 k as A, 8 tokens of x as B), the
+ * weights decoded in registers by integer arithmetic (no table, no shared
+ * memory in the loop).  The layout is the format's own (module comment
+ * above): one 16-byte vector is one 32-element block of one row, with one
+ * scale byte.
  *
- * Decoding a byte (two elements) is one PRMT and one shared-memory load: a
- * 256-entry table of bf16x2 pairs, replicated per lane so that lane l always
- * reads bank l (entry v of lane l at byte offset 256 v + 4 l; PRMT builds
- * that offset from the packed word and 4 l in one instruction), then one
- * bf16x2 multiply by the block scale.  The table (64 KiB, half of it used)
- * is built while the first loads are in flight and is reused after the loop
- * for the cross-warp reduction of the partial sums.
+ * Work split.  A block of MXG_WARPS (4) warps owns 16*T rows (T row
+ * tiles of 16) and its warps split K: a row's blocks are grouped in quads
+ * (4 consecutive blocks, 64 bytes), warp w takes quads [w*qpw, (w+1)*qpw),
+ * qpw = ceil(quads / 4), and lane (g, t) = (lane/4, lane%4) reads block
+ * 4*quad + t of rows g and g+8 of each tile: one 16-byte
+ * ld.global.nc.L1::no_allocate per row (four lanes read 64 contiguous bytes
+ * of a row) and its scale byte.  Each lane keeps a ring of D quads in
+ * registers (D = 4 for T = 1, 2 for T = 2: 8 vectors of 16 bytes) and asks
+ * for quad j + D as soon as quad j is decoded, so every lane has 2*T*D loads
+ * in flight all along its range; at 128 registers 4 blocks (16 warps) fit
+ * on an SM.  Partial sums of the warps meet in shared memory (8 KiB at
+ * most); rows past n are computed from a clamped row and not stored.  Small
+ * blocks and T = 1 below MXG_T2_ROWS rows keep the grid at several blocks
+ * per SM for the decode shapes (4096 rows: 256 blocks on 132 SMs).
+ *
+ * Scale factors come from a table in shared memory (mx_s1 and mx_s2 of
+ * every byte and of 256, whose factor 0 marks a block past the row: its
+ * codes are not loaded and the zero factor cancels them), built once per
+ * block while the first loads are in flight.
+ *
+ * Decode.  Word j of a vector holds elements 8j..8j+7 (nibble i = element
+ * 8j+i).  It becomes 4 bf16x2 words, pair p = (element p, element p+4),
+ * without a table: for q' = q (p = 0, 1) or q >> 8 (p = 2, 3),
+ *   ((q' & 0x000F000F) * 4160) & 0x81C081C0     (p even; 4160 = 65 << 6)
+ *   ((q' & 0x00F000F0) *  260) & 0x81C081C0     (p odd;   260 = 65 << 2)
+ * The multiply writes the nibble twice (at bits 6..9 and 12..15 of each
+ * half, no carries since the copies do not overlap) and the mask keeps the
+ * magnitude at bits 6..8 and the sign at bit 15: the bf16 bits of the E2M1
+ * value times 2^-126 (codes 0 and 1 are bf16 subnormals, which
+ * fma.rn.bf16x2 keeps).  One bf16x2 multiply by 2^(e-1) then gives the
+ * exact value times the block scale 2^(e-127) (e = 0 included: 2^-1; 0xFF:
+ * NaN).  For e > 128, 2^(e-1) is no bf16, so the value is multiplied by
+ * 2^126 and then by 2^(e-127): a second multiply, in a second copy of the
+ * quad's code that a warp vote picks when a lane has such a block (a
+ * per-word branch would be predicated and cost issue slots every time).
+ *
+ * The k order inside an mma is free as long as A and B agree: k16 step 2j
+ * of a block takes from lane t the pairs p = 0, 1 of word j (A registers
+ * a0/a1: rows g, g+8, pair 0; a2/a3: pair 1), step 2j+1 the pairs 2, 3; the
+ * B registers are x[token][block*32 + 8j + p, + p + 4], built from one
+ * 16-byte load of x (8 elements, read-only path, L1) by byte permutes; at
+ * m <= 8 a quad's x is loaded while the previous quad is computed.  At
+ * m <= 8 one n-tile (token g), above two (tokens g, 8 + g); tokens past m
+ * read row m - 1 (their columns are not stored).  T = 2 only for m > 8 and
+ * n >= MXG_T2_ROWS, so that both x tiles serve 32 rows.  Products are exact
+ * in f32 (E2M1 x bf16), so only the f32 summation order differs from the
+ * reference.  One difference in kind: a lane past the end of a row (k/32
+ * not a multiple of 4) multiplies its zeroed weights with x of the row's
+ * last block, so an infinite x there makes that output NaN where the
+ * reference has an infinity.
  */
+#define MXG_WARPS 4          /* per block: 4 blocks of 128 threads per SM at 128 registers */
+#define MXG_T2_ROWS 16384    /* T = 2 (m > 8) from here: 512 blocks of 32 rows, about 4 per SM of an H200 */
+#define MXG_STR_(v) #v
+#define MXG_STR(v) MXG_STR_(v)
+
 static const char GEMV_SRC[] = "/* qcore mxfp4 gemv: y[m,n] = x[m,k] . dec(W)[n,k]^T, m <= 16, x bf16, f32 accumulate */\n" MX_COMMON
-    "#define MXG_WARPS 8\n"
+    "#define MXG_WARPS " MXG_STR(MXG_WARPS) "\n"
+    "#define MXG_T2_ROWS " MXG_STR(MXG_T2_ROWS) "\n"
     "__device__ __forceinline__ uint4 mx_ld16(const unsigned char *p) {\n"
     "    uint4 v;\n"
     "    asm volatile(\"ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\"\n"
@@ -111,27 +154,125 @@ static const char GEMV_SRC[] = "/* qcore mxfp4 gemv: y[m,n] = x[m,k] . dec(W)[n,
     "    return v;\n"
     "}\n"
     "__device__ __forceinline__ unsigned mx_word(const uint4 &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }\n"
-    "/* byte p of w decoded through lane l's copy of the table */\n"
-    "__device__ __forceinline__ unsigned mx_lut(const unsigned char *lut, unsigned w, unsigned lane4, int p) {\n"
-    "    return *(const unsigned *)(lut + __byte_perm(w, lane4, 0x5504u | ((unsigned)p << 4)));\n"
+    "/* 8 E2M1 codes -> 4 bf16x2 of value * 2^-126, pair p = (nibble p, nibble p + 4) */\n"
+    "__device__ __forceinline__ void mx_dec8(unsigned q, unsigned *o) {\n"
+    "    const unsigned q2 = q >> 8;\n"
+    "    o[0] = ((q & 0x000F000Fu) * 4160u) & 0x81C081C0u;\n"
+    "    o[1] = ((q & 0x00F000F0u) * 260u) & 0x81C081C0u;\n"
+    "    o[2] = ((q2 & 0x000F000Fu) * 4160u) & 0x81C081C0u;\n"
+    "    o[3] = ((q2 & 0x00F000F0u) * 260u) & 0x81C081C0u;\n"
     "}\n"
-    "template <int MT, int T, int U>\n"
+    "/* 8 bf16 of x -> the B pairs (x[p], x[p + 4]), p = 0..3 */\n"
+    "__device__ __forceinline__ void mx_xpairs(const uint4 &v, unsigned *b) {\n"
+    "    b[0] = __byte_perm(v.x, v.z, 0x5410);\n"
+    "    b[1] = __byte_perm(v.x, v.z, 0x7632);\n"
+    "    b[2] = __byte_perm(v.y, v.w, 0x5410);\n"
+    "    b[3] = __byte_perm(v.y, v.w, 0x7632);\n"
+    "}\n"
+    "/* the bf16x2 factor that turns value * 2^-126 into value * 2^(e-127): 2^(e-1), or 2^126 when\n"
+    "   e > 128; NaN for 255; 0 for 256 (mx_load's mark of a block past the row) */\n"
+    "__device__ __forceinline__ unsigned mx_s1(unsigned e) {\n"
+    "    return e <= 128u ? ((e + 126u) << 7) * 0x10001u : e < 255u ? 0x7e807e80u : e == 255u ? 0x7fc07fc0u : 0u;\n"
+    "}\n"
+    "/* the second factor for e in 129..254: 2^(e-127); 1 otherwise */\n"
+    "__device__ __forceinline__ unsigned mx_s2(unsigned e) {\n"
+    "    return e > 128u && e < 255u ? (e << 7) * 0x10001u : 0x3f803f80u;\n"
+    "}\n"
+    "__device__ __forceinline__ void mx_mma_nv(float *d, const unsigned *a, unsigned b0, unsigned b1) {\n"
+    "    asm(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \"\n"
+    "        \"{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"
+    "        : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"
+    "        : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b0), \"r\"(b1));\n"
+    "}\n"
+    "/* one quad from registers: lane t's block of rows g, g + 8 of each tile; s1t: the factors by scale\n"
+    "   byte (mx_s1 at e, mx_s2 at 257 + e, in shared memory).  x comes from xq, this lane's 32 elements of the block (or of\n"
+    "   the row's last block for a lane past the row, whose weights the zero factor cancels) */\n"
+    "template <int MT, int T, bool BIG>\n"
+    "__device__ __forceinline__ void mx_quad(const uint4 (&q)[T][2], const unsigned (&se)[T][2], const unsigned (&s1)[T][2],\n"
+    "                                        const unsigned *s1t, const uint4 (&xv)[MT][4], float (&acc)[T][MT][4]) {\n"
+    "#pragma unroll\n"
+    "    for (int w = 0; w < 4; w++) {\n"
+    "        unsigned xb[MT][4];\n"
+    "#pragma unroll\n"
+    "        for (int j = 0; j < MT; j++) mx_xpairs(xv[j][w], xb[j]);\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < T; i++) {\n"
+    "            unsigned d0[4], d1[4];\n"
+    "            mx_dec8(mx_word(q[i][0], w), d0);\n"
+    "            mx_dec8(mx_word(q[i][1], w), d1);\n"
+    "#pragma unroll\n"
+    "            for (int p = 0; p < 4; p++) {\n"
+    "                d0[p] = mx_mul2(d0[p], s1[i][0]);\n"
+    "                d1[p] = mx_mul2(d1[p], s1[i][1]);\n"
+    "            }\n"
+    "            if (BIG) { /* a block scale above 2^1 in the warp: rare */\n"
+    "                const unsigned s20 = s1t[257 + se[i][0]], s21 = s1t[257 + se[i][1]];\n"
+    "#pragma unroll\n"
+    "                for (int p = 0; p < 4; p++) {\n"
+    "                    d0[p] = mx_mul2(d0[p], s20);\n"
+    "                    d1[p] = mx_mul2(d1[p], s21);\n"
+    "                }\n"
+    "            }\n"
+    "            const unsigned a0[4] = {d0[0], d1[0], d0[1], d1[1]}, a1[4] = {d0[2], d1[2], d0[3], d1[3]};\n"
+    "#pragma unroll\n"
+    "            for (int j = 0; j < MT; j++) {\n"
+    "                mx_mma_nv(acc[i][j], a0, xb[j][0], xb[j][1]);\n"
+    "                mx_mma_nv(acc[i][j], a1, xb[j][2], xb[j][3]);\n"
+    "            }\n"
+    "        }\n"
+    "    }\n"
+    "}\n"
+    "/* this lane's quad at byte offset 64 d from wp[i][h] (scale at sp + 4 d); a block past the row\n"
+    "   gets scale 256 (factor 0) and no load */\n"
+    "template <int T>\n"
+    "__device__ __forceinline__ void mx_load(uint4 (&q)[T][2], unsigned (&se)[T][2], const unsigned char *const (&wp)[T][2],\n"
+    "                                        const unsigned char *const (&sp)[T][2], int d, bool ok) {\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < T; i++)\n"
+    "#pragma unroll\n"
+    "        for (int h = 0; h < 2; h++) {\n"
+    "            if (ok) q[i][h] = mx_ld16(wp[i][h] + 64 * d);\n"
+    "            se[i][h] = ok ? (unsigned)__ldg(sp[i][h] + 4 * d) : 256u;\n"
+    "        }\n"
+    "}\n"
+    "/* D quads in flight per lane (a ring of registers): quad j + D is requested as soon as j is decoded */\n"
+    "template <int MT, int T, int D>\n"
     "__device__ __forceinline__ void mx_gemv(const unsigned short *x, const unsigned char *qw, const unsigned char *sc,\n"
-    "                                        float *y, long long m, long long n, long long k, unsigned char *smem) {\n"
+    "                                        float *y, long long m, long long n, long long k, float *red, unsigned *s1t) {\n"
     "    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;\n"
-    "    const long long r0 = (long long)blockIdx.x * (16 * T), nb = k >> 5, rowb = k >> 1;\n"
-    "    const long long nchunks = (nb + 4 * U - 1) / (4 * U);\n"
-    "    const unsigned char *qr[T][2];\n"
-    "    const unsigned char *sr[T][2];\n"
+    "    const long long r0 = (long long)blockIdx.x * (16 * T), rowb = k >> 1;\n"
+    "    const int nb = (int)(k >> 5), nq = (nb + 3) >> 2, qpw = (nq + MXG_WARPS - 1) / MXG_WARPS;\n"
+    "    const int qlo = warp * qpw, mine = (qlo + qpw < nq ? qlo + qpw : nq) - qlo; /* quads of this warp */\n"
+    "    const int b0 = qlo * 4 + t; /* this lane's first block; its j-th is b0 + 4 j */\n"
+    "    const unsigned char *wp[T][2];\n"
+    "    const unsigned char *sp[T][2];\n"
     "#pragma unroll\n"
     "    for (int i = 0; i < T; i++)\n"
     "#pragma unroll\n"
     "        for (int h = 0; h < 2; h++) {\n"
     "            long long row = r0 + 16 * i + 8 * h + g;\n"
     "            if (row >= n) row = n - 1; /* computed, never stored */\n"
-    "            qr[i][h] = qw + row * rowb;\n"
-    "            sr[i][h] = sc + row * nb;\n"
+    "            wp[i][h] = qw + row * rowb + (long long)b0 * 16;\n"
+    "            sp[i][h] = sc + row * nb + b0;\n"
     "        }\n"
+    "    /* x of this lane's token (clamped to m - 1) from its first block; quad j reads block b0 + 4 j, or\n"
+    "       the row's last one past the row: offset min(4 j, nb - 1 - b0) blocks */\n"
+    "    const uint4 *xl[MT];\n"
+    "#pragma unroll\n"
+    "    for (int j = 0; j < MT; j++) xl[j] = (const uint4 *)(x + (8 * j + g < m ? 8 * j + g : m - 1) * k) + 4 * b0;\n"
+    "    const int xlast = nb - 1 - b0;\n"
+    "    /* XP (one n-tile): x loaded one quad ahead, in two buffers by quad parity (D is even, so no\n"
+    "       copies); two n-tiles have no registers for that and load x at the quad */\n"
+    "    constexpr bool XP = MT == 1;\n"
+    "    uint4 xb[XP ? 2 : 1][MT][4];\n"
+    "    auto xload = [&](uint4 (&xv)[MT][4], int j) {\n"
+    "        const int o = 4 * (4 * j < xlast ? 4 * j : xlast);\n"
+    "#pragma unroll\n"
+    "        for (int jj = 0; jj < MT; jj++)\n"
+    "#pragma unroll\n"
+    "            for (int w = 0; w < 4; w++) xv[jj][w] = __ldg(xl[jj] + o + w);\n"
+    "    };\n"
+    "    if (XP && mine > 0) xload(xb[0], 0);\n"
     "    float acc[T][MT][4];\n"
     "#pragma unroll\n"
     "    for (int i = 0; i < T; i++)\n"
@@ -139,73 +280,48 @@ static const char GEMV_SRC[] = "/* qcore mxfp4 gemv: y[m,n] = x[m,k] . dec(W)[n,
     "        for (int j = 0; j < MT; j++)\n"
     "#pragma unroll\n"
     "            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;\n"
-    "    uint4 q[T][2][U];\n"
-    "    unsigned se[T][2][U];\n"
-    "    /* chunk c: lane t's blocks c*4U + t*U + u; past the row: zero codes, scale 1 */\n"
-    "    auto load = [&](long long c) {\n"
+    "    uint4 q[D][T][2] = {}; /* a lane past the row keeps (finite) old codes, cancelled by a zero factor */\n"
+    "    unsigned se[D][T][2];\n"
     "#pragma unroll\n"
-    "        for (int u = 0; u < U; u++) {\n"
-    "            long long b = c * (4 * U) + t * U + u;\n"
-    "            bool ok = c < nchunks && b < nb;\n"
+    "    for (int d = 0; d < D; d++)\n"
+    "        if (d < mine) mx_load<T>(q[d], se[d], wp, sp, d, b0 + 4 * d < nb);\n"
+    "    /* the factor table while the first loads are in flight */\n"
+    "    for (int e = tid; e <= 256; e += MXG_WARPS * 32) {\n"
+    "        s1t[e] = mx_s1((unsigned)e);\n"
+    "        s1t[257 + e] = mx_s2((unsigned)e);\n"
+    "    }\n"
+    "    __syncthreads();\n"
+    "    for (int j0 = 0; j0 < mine; j0 += D) {\n"
+    "#pragma unroll\n"
+    "        for (int d = 0; d < D; d++) {\n"
+    "            const int j = j0 + d, blk = b0 + 4 * j;\n"
+    "            if (j >= mine) break; /* warp-uniform */\n"
+    "            if (!XP) xload(xb[0], j);\n"
+    "            else if (j + 1 < mine) xload(xb[XP ? (d + 1) & 1 : 0], j + 1);\n"
+    "            const uint4 (&xv)[MT][4] = xb[XP ? d & 1 : 0];\n"
+    "            unsigned s1[T][2];\n"
+    "            bool b = false;\n"
     "#pragma unroll\n"
     "            for (int i = 0; i < T; i++)\n"
     "#pragma unroll\n"
     "                for (int h = 0; h < 2; h++) {\n"
-    "                    q[i][h][u] = ok ? mx_ld16(qr[i][h] + b * 16) : make_uint4(0u, 0u, 0u, 0u);\n"
-    "                    se[i][h][u] = ok ? (unsigned)__ldg(sr[i][h] + b) : 127u;\n"
+    "                    s1[i][h] = s1t[se[d][i][h]];\n"
+    "                    b |= s1[i][h] == 0x7e807e80u;\n"
     "                }\n"
+    "            /* a whole quad per path: a branch per word would be predicated, costing issue slots */\n"
+    "            if (__any_sync(0xffffffffu, b)) mx_quad<MT, T, true>(q[d], se[d], s1, s1t, xv, acc);\n"
+    "            else mx_quad<MT, T, false>(q[d], se[d], s1, s1t, xv, acc);\n"
+    "            if (j + D < mine) mx_load<T>(q[d], se[d], wp, sp, d + D, blk + 4 * D < nb);\n"
     "        }\n"
-    "    };\n"
-    "    long long c = warp;\n"
-    "    load(c);\n"
-    "    mx_table(smem, 256, warp, lane); /* while the first loads are in flight */\n"
-    "    __syncthreads();\n"
-    "    const unsigned lane4 = (unsigned)lane * 4u;\n"
-    "    for (; c < nchunks; c += MXG_WARPS) {\n"
     "#pragma unroll\n"
-    "        for (int u = 0; u < U; u++) {\n"
-    "            const long long b = c * (4 * U) + t * U + u;\n"
-    "            const bool ok = b < nb;\n"
-    "            uint4 xv[MT][4];\n"
+    "        for (int i = 0; i < T; i++)\n"
     "#pragma unroll\n"
-    "            for (int j = 0; j < MT; j++) {\n"
-    "                const long long tok = 8 * j + g;\n"
-    "                const uint4 *xp = (const uint4 *)(x + tok * k + b * 32);\n"
-    "#pragma unroll\n"
-    "                for (int v = 0; v < 4; v++) xv[j][v] = ok && tok < m ? __ldg(xp + v) : make_uint4(0u, 0u, 0u, 0u);\n"
+    "            for (int h = 0; h < 2; h++) {\n"
+    "                wp[i][h] += 64 * D;\n"
+    "                sp[i][h] += 4 * D;\n"
     "            }\n"
-    "            unsigned s2[T][2];\n"
-    "#pragma unroll\n"
-    "            for (int i = 0; i < T; i++)\n"
-    "#pragma unroll\n"
-    "                for (int h = 0; h < 2; h++) s2[i][h] = mx_scale2(se[i][h][u]);\n"
-    "#pragma unroll\n"
-    "            for (int s = 0; s < 8; s++) {\n"
-    "                const int p = 2 * (s & 1);\n"
-    "#pragma unroll\n"
-    "                for (int i = 0; i < T; i++) {\n"
-    "                    const unsigned w0 = mx_word(q[i][0][u], s >> 1), w1 = mx_word(q[i][1][u], s >> 1);\n"
-    "                    unsigned a[4];\n"
-    "                    a[0] = mx_mul2(mx_lut(smem, w0, lane4, p), s2[i][0]);\n"
-    "                    a[1] = mx_mul2(mx_lut(smem, w1, lane4, p), s2[i][1]);\n"
-    "                    a[2] = mx_mul2(mx_lut(smem, w0, lane4, p + 1), s2[i][0]);\n"
-    "                    a[3] = mx_mul2(mx_lut(smem, w1, lane4, p + 1), s2[i][1]);\n"
-    "#pragma unroll\n"
-    "                    for (int j = 0; j < MT; j++) {\n"
-    "                        const uint4 &xx = xv[j][s >> 1];\n"
-    "                        unsigned bb[2];\n"
-    "                        bb[0] = (s & 1) ? xx.z : xx.x;\n"
-    "                        bb[1] = (s & 1) ? xx.w : xx.y;\n"
-    "                        mx_mma(acc[i][j], a, bb);\n"
-    "                    }\n"
-    "                }\n"
-    "            }\n"
-    "        }\n"
-    "        if (c + MXG_WARPS < nchunks) load(c + MXG_WARPS);\n"
     "    }\n"
-    "    /* partial sums of the 8 warps through the (now free) table memory */\n"
-    "    __syncthreads();\n"
-    "    float *red = (float *)smem;\n"
+    "    /* partial sums of the 8 warps: [warp][acc index][lane] */\n"
     "    const int per = T * MT * 4;\n"
     "#pragma unroll\n"
     "    for (int i = 0; i < T; i++)\n"
@@ -225,33 +341,34 @@ static const char GEMV_SRC[] = "/* qcore mxfp4 gemv: y[m,n] = x[m,k] . dec(W)[n,
     "        }\n"
     "    }\n"
     "}\n"
-    "extern \"C\" __global__ void __launch_bounds__(256, 2) qc_mxfp4_gemv(const unsigned short *x, const unsigned char *qw,\n"
+    "extern \"C\" __global__ void __launch_bounds__(MXG_WARPS * 32, 4) qc_mxfp4_gemv(const unsigned short *x, const unsigned char *qw,\n"
     "        const unsigned char *sc, float *y, long long m, long long n, long long k) {\n"
-    "    extern __shared__ __align__(16) unsigned char smem[];\n"
+    "    __shared__ float red[MXG_WARPS * 16 * 32];\n"
+    "    __shared__ unsigned s1t[2 * 257]; /* mx_s1, then mx_s2, of every scale byte and of 256 */\n"
     "    if (m <= 0 || n <= 0) return;\n"
-    "    if (m > 16 || k <= 0 || (k & 31) || ((unsigned long long)qw & 15) || ((unsigned long long)x & 15)) {\n"
+    "    if (m > 16 || k <= 0 || (k & 31) || k > 2147483647LL || ((unsigned long long)qw & 15) ||\n"
+    "        ((unsigned long long)x & 15)) {\n"
     "        mx_fill_nan(y, m * n);\n"
     "        return;\n"
     "    }\n"
-    "    if (m <= 4) mx_gemv<1, 1, 4>(x, qw, sc, y, m, n, k, smem);\n"
-    "    else if (m <= 8) mx_gemv<1, 2, 2>(x, qw, sc, y, m, n, k, smem);\n"
-    "    else mx_gemv<2, 2, 2>(x, qw, sc, y, m, n, k, smem);\n"
+    "    if (m <= 8) mx_gemv<1, 1, 4>(x, qw, sc, y, m, n, k, red, s1t);\n"
+    "    else if (n >= MXG_T2_ROWS) mx_gemv<2, 2, 2>(x, qw, sc, y, m, n, k, red, s1t);\n"
+    "    else mx_gemv<2, 1, 4>(x, qw, sc, y, m, n, k, red, s1t);\n"
     "}\n";
 
-#define GEMV_SMEM 65536u
+/* rows per block: the device code's choice of T, times 16 */
+static int64_t gemv_rows(int64_t m, int64_t n) { return m > 8 && n >= MXG_T2_ROWS ? 32 : 16; }
 
-static int64_t gemv_rows(int64_t m) { return m <= 4 ? 16 : 32; }
-
-/* m, n, k: one block per 16 or 32 rows of W */
+/* m, n, k: one block of MXG_WARPS warps per 16 (or 32) rows of W; no dynamic shared memory */
 static void gemv_dims(const qc_problem *p, qc_launch_dims *d) {
     memset(d, 0, sizeof *d);
-    int64_t rows = gemv_rows(p->m);
+    int64_t rows = gemv_rows(p->m, p->n);
     int64_t blocks = p->m > 0 && p->n > 0 ? (p->n + rows - 1) / rows : 0;
     d->grid[0] = blocks <= 2147483647LL ? (uint32_t)blocks : 0;
     d->grid[1] = d->grid[2] = 1;
-    d->block[0] = 256;
+    d->block[0] = MXG_WARPS * 32;
     d->block[1] = d->block[2] = 1;
-    d->shared_bytes = GEMV_SMEM;
+    d->shared_bytes = 0;
 }
 
 static int gemv_eligible(const qc_problem *p, qc_reason *why) {

@@ -1,4 +1,4 @@
-/* test_gpu_mxfp4.c - the mxfp4 GPU kernels against their C reference and a double sum; timings against the HBM floor. */
+/* test_gpu_mxfp4.c - the mxfp4 GPU kernels against their C reference and a double sum; timings against the copy-bandwidth floor. */
 #define _GNU_SOURCE
 #include <math.h>
 
@@ -19,7 +19,6 @@
 /* timing: W copies cycled so that the launches read HBM, not the 60 MiB L2 */
 #define ROTATE_BYTES (256u << 20)
 #define MAXCOPY 64
-#define HBM_GBS 4200.0 /* the brief's floor: H200 HBM3e at ~4.2 TB/s achievable */
 
 typedef struct ctx {
     qc_gpu *g;
@@ -27,7 +26,7 @@ typedef struct ctx {
     qc_runtime *rt;
     const qc_format_desc *f;
     uint64_t rng;
-    double copy_gbs; /* measured device copy bandwidth, GB/s (read + write) */
+    double copy_gbs; /* device copy bandwidth, GB/s (qc_gpu_copy_bandwidth: bytes copied per second) */
 } ctx;
 
 /* How the weights of a case are made. */
@@ -36,6 +35,7 @@ enum wkind {
     W_TINY,   /* N(0, 1) * 2^-100: small scale bytes (about 25), products still normal f32 */
     W_NANBLK, /* normal, with a few scale bytes set to 0xFF (NaN blocks) */
     W_SUBN,   /* N(0, 1) * 2^-130: scale byte 0, decoded values and products subnormal; reported, not checked */
+    W_HUGE,   /* every third row N(0, 1) * 2^12 (scale bytes above 128: the GEMV's second multiply), others normal */
 };
 
 static int cmp_float(const void *a, const void *b) {
@@ -91,7 +91,11 @@ static double w_at(const uint8_t *q, const uint8_t *sc, int64_t k, int64_t o, in
 static void run_case(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, enum wkind wk, int reps) {
     char err[512], shape[96];
     snprintf(shape, sizeof shape, "m=%lld n=%lld k=%lld%s", (long long)m, (long long)n, (long long)k,
-             wk == W_TINY ? " tiny" : wk == W_NANBLK ? " nan-blocks" : wk == W_SUBN ? " subnormal" : "");
+             wk == W_TINY     ? " tiny"
+             : wk == W_NANBLK ? " nan-blocks"
+             : wk == W_SUBN   ? " subnormal"
+             : wk == W_HUGE   ? " huge-rows"
+                              : "");
     const qc_kernel_desc *kd = qc_kernel_find(c->rt, id);
     CHECK(kd != NULL, "%s is not registered", id);
     if (!kd) return;
@@ -121,7 +125,8 @@ static void run_case(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, en
     for (size_t i = 0; i < xc; i++) xh[i] = qc_f32_to_bf16(qc_test_normal(&c->rng));
     for (size_t i = 0; i < wcq; i++) {
         float v = qc_test_normal(&c->rng);
-        wf[i] = wk == W_TINY ? ldexpf(v, -100) : wk == W_SUBN ? ldexpf(v, -130) : v * 0.05f;
+        int huge = wk == W_HUGE && (i / (size_t)kw) % 3 == 0;
+        wf[i] = wk == W_TINY ? ldexpf(v, -100) : wk == W_SUBN ? ldexpf(v, -130) : huge ? ldexpf(v, 12) : v * 0.05f;
     }
     qc_quant_request req = {.struct_size = sizeof req, .w = wf, .n = n, .k = kw};
     /* odd n: the format refuses it, so quantize at the next multiple of 8 and use the first n rows */
@@ -239,17 +244,17 @@ static void run_case(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, en
             argvs[i] = argvs_store[i];
         }
         double us = time_median(c, fn, &d, argvs, ncopy, reps);
-        double wbytes = (double)(qbytes + sbytes), io = xc * 2.0 + yc * 4.0;
-        if (m <= 16) {
-            double floor_us = wbytes / (HBM_GBS * 1e3), floor_copy = c->copy_gbs > 0 ? wbytes / (c->copy_gbs * 1e3) : 0;
-            printf("  TIME %-18s %-24s median %8.2f us (%d launches, W cycled over %d copies)  W+scales %.2f MB  floor "
-                   "%.2f us at %.0f GB/s: %.1f%% of floor  (copy-bandwidth floor %.2f us at %.0f GB/s: %.1f%%)  %.0f GB/s "
-                   "of all bytes\n",
-                   id, shape, us, reps, ncopy, wbytes / 1e6, floor_us, HBM_GBS, 100.0 * floor_us / us, floor_copy,
-                   c->copy_gbs, floor_copy > 0 ? 100.0 * floor_copy / us : 0, (wbytes + io) / us * 1e-3);
+        double wbytes = (double)(qbytes + sbytes), xbytes = xc * 2.0, io = xbytes + yc * 4.0;
+        if (m <= 16) { /* floor: packed codes + scales + activations at the copy bandwidth (y not counted) */
+            double fbytes = wbytes + xbytes, floor_us = c->copy_gbs > 0 ? fbytes / (c->copy_gbs * 1e3) : 0;
+            printf("  TIME %-18s %-24s median %8.2f us (%d launches, W cycled over %d copies)  codes+scales+x %.2f MB  "
+                   "%.0f GB/s  floor %.2f us at %.0f GB/s copy: %.1f%% of floor\n",
+                   id, shape, us, reps, ncopy, fbytes / 1e6, fbytes / us * 1e-3, floor_us, c->copy_gbs,
+                   floor_us > 0 ? 100.0 * floor_us / us : 0);
         } else {
             double tf = 2.0 * m * n * k / us * 1e-6;
-            printf("  TIME %-18s %-24s median %8.2f us (%d launches)  %.1f TFLOP/s\n", id, shape, us, reps, tf);
+            printf("  TIME %-18s %-24s median %8.2f us (%d launches)  %.1f TFLOP/s  (%.0f GB/s of all bytes)\n", id,
+                   shape, us, reps, tf, (wbytes + io) / us * 1e-3);
         }
     }
 out:
@@ -263,46 +268,18 @@ out:
     free(xh), free(wf), free(ref), free(got);
 }
 
-/* Device copy bandwidth, counted as bytes read + bytes written (as test_gpu_gemv measures it). */
-static const char COPY_SRC[] =
-    "extern \"C\" __global__ void qc_copy16(const uint4 *a, uint4 *b, long long n) {\n"
-    "    long long step = (long long)gridDim.x * blockDim.x;\n"
-    "    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step) b[i] = a[i];\n"
-    "}\n";
-
+/* The floor's bandwidth: qcore's copy probe (bytes copied per second, as the PyTorch anchors count it). */
 static void measure_copy(ctx *c) {
     char err[512];
-    const qc_gpu_info *info = qc_gpu_get_info(c->g);
-    size_t bytes = (size_t)1 << 30;
-    qc_cubin cub;
-    qc_reason why;
-    qc_gpu_fn fn = NULL;
-    qc_gpu_buf a = {0}, b = {0};
-    qc_status st = qc_nvrtc_compile(c->nv, "mxfp4_test.copy", COPY_SRC, "qc_copy16", NULL, info->sm, info->sm >= 90,
-                                    &cub, &why);
-    CHECK(st == QC_OK, "copy kernel: %s: %s", why.code, why.text);
+    double bps = 0;
+    size_t used = 0;
+    float ms = 0;
+    qc_status st = qc_gpu_copy_bandwidth(c->g, &bps, &used, &ms, err, sizeof err);
+    CHECK(st == QC_OK, "copy bandwidth: %s", err);
     if (st != QC_OK) return;
-    st = qc_gpu_module_load(c->g, &cub, "qc_copy16", &fn, err, sizeof err);
-    qc_cubin_free(&cub);
-    if (st == QC_OK) st = qc_gpu_alloc(c->g, bytes, bytes, QC_MEM_WORKSPACE, "copy src", &a, err, sizeof err);
-    if (st == QC_OK) st = qc_gpu_alloc(c->g, bytes, bytes, QC_MEM_WORKSPACE, "copy dst", &b, err, sizeof err);
-    if (st == QC_OK) st = qc_gpu_memset32(c->g, a.ptr, 0x3f800000u, bytes / 4, err, sizeof err);
-    CHECK(st == QC_OK, "copy: %s", err);
-    if (st == QC_OK) {
-        long long n16 = (long long)(bytes / 16);
-        void *argv[3] = {&a.ptr, &b.ptr, &n16}, **argvs[1] = {argv};
-        qc_launch_dims d;
-        memset(&d, 0, sizeof d);
-        d.grid[0] = (uint32_t)info->sm_count * 8;
-        d.grid[1] = d.grid[2] = 1;
-        d.block[0] = 256;
-        d.block[1] = d.block[2] = 1;
-        double us = time_median(c, fn, &d, argvs, 1, 20);
-        c->copy_gbs = us > 0 ? 2.0 * bytes / us * 1e-3 : 0;
-        printf("%s: copy bandwidth %.0f GB/s (1 GiB read + 1 GiB written in %.1f us)\n", TEST, c->copy_gbs, us);
-    }
-    qc_gpu_free(c->g, &a);
-    qc_gpu_free(c->g, &b);
+    c->copy_gbs = bps * 1e-9;
+    printf("%s: copy bandwidth %.0f GB/s (median copy of %zu MiB in %.3f ms)\n", TEST, c->copy_gbs, used >> 20,
+           (double)ms);
 }
 
 int main(int argc, char **argv) {
@@ -346,6 +323,14 @@ int main(int argc, char **argv) {
             run_case(&c, gemv, 12, 64, 1024, W_NANBLK, 0);
             run_case(&c, gemv, 2, 64, 100, W_NORMAL, 0);
             run_case(&c, gemv, 1, 64, 512, W_SUBN, 0);
+            /* scale bytes above 128 (the second multiply), mixed with normal rows in one warp */
+            run_case(&c, gemv, 1, 96, 1056, W_HUGE, 0);
+            run_case(&c, gemv, 6, 48, 4096, W_HUGE, 0);
+            run_case(&c, gemv, 16, 40, 544, W_HUGE, 0);
+            /* the T = 2 plan (m > 8, n >= 16384) with an n and a k tail */
+            run_case(&c, gemv, 11, 16392, 96, W_NORMAL, 0);
+            /* every m on a decode shape (sampled) */
+            for (int64_t m = 1; m <= 16; m++) run_case(&c, gemv, m, 4096, 4096, W_NORMAL, 0);
             /* prefill GEMM: m tails, n tails (odd n), k % 64 == 32, tiny and NaN scales */
             run_case(&c, "mxfp4.linear_mma", 17, 136, 64, W_NORMAL, 0);
             run_case(&c, "mxfp4.linear_mma", 100, 77, 96, W_NORMAL, 0);
@@ -354,6 +339,7 @@ int main(int argc, char **argv) {
             run_case(&c, "mxfp4.linear_mma", 33, 128, 32, W_NORMAL, 0);
             run_case(&c, "mxfp4.linear_mma", 64, 256, 512, W_TINY, 0);
             run_case(&c, "mxfp4.linear_mma", 64, 256, 512, W_NANBLK, 0);
+            run_case(&c, "mxfp4.linear_mma", 64, 256, 512, W_HUGE, 0);
             run_case(&c, "mxfp4.linear_mma", 40, 64, 100, W_NORMAL, 0);
             run_case(&c, "mxfp4.linear_mma", 32, 64, 512, W_SUBN, 0);
             run_case(&c, "mxfp4.linear_mma", 1000, 4096, 4096, W_NORMAL, 0);
@@ -364,7 +350,7 @@ int main(int argc, char **argv) {
                 static const int64_t shapes[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
                 static const int64_t ms[] = {1, 4, 16}, mp[] = {1024, 4096};
                 for (size_t sh = 0; sh < 4; sh++)
-                    for (size_t i = 0; i < 3; i++) run_case(&c, gemv, ms[i], shapes[sh][0], shapes[sh][1], W_NORMAL, 100);
+                    for (size_t i = 0; i < 3; i++) run_case(&c, gemv, ms[i], shapes[sh][0], shapes[sh][1], W_NORMAL, 50);
                 for (size_t sh = 0; sh < 4; sh++)
                     for (size_t i = 0; i < 2; i++)
                         run_case(&c, "mxfp4.linear_mma", mp[i], shapes[sh][0], shapes[sh][1], W_NORMAL, 20);

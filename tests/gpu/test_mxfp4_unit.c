@@ -1,6 +1,7 @@
 /* test_mxfp4_unit.c - mxfp4 GPU kernels without a GPU: descriptors, selection and refusals, the bf16-x reference, NVRTC builds per arch. */
 #define _GNU_SOURCE
 #include <math.h>
+#include <unistd.h>
 
 #include "../../plugins/common/qc_bf16.h"
 #include "nvrtc/nv_test.h"
@@ -89,13 +90,20 @@ static void descriptors(qc_runtime *rt) {
 
     /* launch geometry */
     qc_launch_dims d;
+    /* the GEMV: 4 warps per 16 rows, 32 rows (two tiles) only for m > 8 and n >= 16384; static shared memory */
     p = prob(90, 1, 28672, 4096);
     gv->launch_dims(&p, &d);
-    CHECK(d.grid[0] == 28672 / 16 && d.block[0] == 256 && d.shared_bytes == 65536, "gemv m=1 dims %u %u %u",
-          d.grid[0], d.block[0], d.shared_bytes);
+    CHECK(d.grid[0] == 28672 / 16 && d.block[0] == 128 && d.shared_bytes == 0, "gemv m=1 dims %u %u %u", d.grid[0],
+          d.block[0], d.shared_bytes);
     p = prob(90, 16, 4097, 4096);
     gv->launch_dims(&p, &d);
-    CHECK(d.grid[0] == (4097 + 31) / 32, "gemv m=16 dims %u", d.grid[0]);
+    CHECK(d.grid[0] == (4097 + 15) / 16, "gemv m=16 n=4097 dims %u", d.grid[0]);
+    p = prob(90, 16, 28672, 4096);
+    gv->launch_dims(&p, &d);
+    CHECK(d.grid[0] == 28672 / 32, "gemv m=16 n=28672 dims %u", d.grid[0]);
+    p = prob(90, 8, 28672, 4096);
+    gv->launch_dims(&p, &d);
+    CHECK(d.grid[0] == 28672 / 16, "gemv m=8 n=28672 dims %u", d.grid[0]);
     p = prob(90, 1000, 4100, 4096);
     mm->launch_dims(&p, &d);
     CHECK(d.grid[0] == 33 && d.grid[1] == 8 && d.block[0] == 256 && d.shared_bytes == 98304, "mma dims %u %u",
@@ -149,6 +157,147 @@ static void reference(qc_runtime *rt) {
     for (uint32_t i = 0; i < pw.n_buffers; i++) qc_aligned_free(pw.buffers[i].data);
 }
 
+/* SASS of the GEMV's inner loops (nvdisasm on the sm_90a cubin, when the tool is there): each
+ * backward branch whose range holds HMMAs, no EXIT and no smaller such range is one variant's quad loop;
+ * its opcode mix per byte of W streamed (each LDG.E.NA.128 is 16 bytes of codes per lane).  A
+ * report for the lead, not a check: only a missing loop fails. */
+#define SASS_MAX 40000
+typedef struct sass_ins {
+    unsigned addr;
+    char op[32];
+    char target[24]; /* label of a BRA, else "" */
+} sass_ins;
+
+static int sass_is(const char *op, const char *prefix) { return strncmp(op, prefix, strlen(prefix)) == 0; }
+
+static void sass_mix(const qc_cubin *c, const char *tmp) {
+    const char *tool = access("/usr/local/bin/nvdisasm", X_OK) == 0 ? "/usr/local/bin/nvdisasm" : NULL;
+    if (!tool) {
+        printf("%s: SASS mix: no /usr/local/bin/nvdisasm here, not reported\n", TEST);
+        return;
+    }
+    char path[1200], cmd[2600];
+    const char *keep = getenv("QC_MXFP4_CUBIN"); /* where to leave the cubin for a closer look, if set */
+    snprintf(path, sizeof path, "%s", keep && *keep ? keep : "");
+    if (!path[0]) snprintf(path, sizeof path, "%s/gemv_sm90a.cubin", tmp);
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(c->data, 1, c->size, f) == c->size;
+    if (f) ok &= fclose(f) == 0;
+    CHECK(ok, "cannot write %s", path);
+    if (!ok) return;
+    snprintf(cmd, sizeof cmd, "%s -c '%s' 2>&1", tool, path);
+    FILE *pp = popen(cmd, "r");
+    sass_ins *ins = calloc(SASS_MAX, sizeof *ins);
+    char (*lab)[24] = calloc(SASS_MAX, sizeof *lab);
+    unsigned *lab_addr = calloc(SASS_MAX, sizeof *lab_addr);
+    int n = 0, nl = 0, pending = 0;
+    char line[512];
+    while (pp && ins && lab && lab_addr && fgets(line, sizeof line, pp)) {
+        unsigned a;
+        char *p = line;
+        while (*p == ' ' || *p == '\t') p++;
+        if (strncmp(p, ".L_x_", 5) == 0 && nl < SASS_MAX) {
+            size_t len = strcspn(p, ":\n");
+            snprintf(lab[nl], sizeof lab[nl], "%.*s", (int)len, p);
+            pending++;
+            nl++;
+            continue;
+        }
+        if (sscanf(p, "/*%x*/", &a) != 1 || n >= SASS_MAX) continue;
+        p = strstr(p, "*/") + 2;
+        while (*p == ' ' || *p == '\t') p++;
+        sass_ins *I = &ins[n++];
+        if (*p == '@') p += strcspn(p, " ") + 1;
+        I->addr = a;
+        snprintf(I->op, sizeof I->op, "%.*s", (int)strcspn(p, " ;"), p);
+        char *t = strstr(p, "`(");
+        if (t && sass_is(I->op, "BRA")) snprintf(I->target, sizeof I->target, "%.*s", (int)strcspn(t + 2, ")"), t + 2);
+        for (; pending > 0; pending--) lab_addr[nl - pending] = a;
+    }
+    if (pp) pclose(pp);
+    /* loops: [target, branch] of each backward branch; keep those with HMMAs and no smaller one inside */
+    int lo[64], hi[64], nloop = 0;
+    for (int i = 0; i < n && nloop < 64; i++) {
+        if (!ins[i].target[0]) continue;
+        unsigned ta = 0;
+        int found = 0;
+        for (int j = 0; j < nl; j++)
+            if (strcmp(lab[j], ins[i].target) == 0) ta = lab_addr[j], found = 1;
+        if (!found || ta >= ins[i].addr) continue;
+        int s0 = 0, hm = 0, ex = 0;
+        while (s0 < n && ins[s0].addr < ta) s0++;
+        for (int j = s0; j <= i; j++) hm += sass_is(ins[j].op, "HMMA"), ex += sass_is(ins[j].op, "EXIT");
+        if (hm && !ex) lo[nloop] = s0, hi[nloop] = i, nloop++; /* an EXIT inside: a jump back from out-of-line code */
+    }
+    int shown = 0;
+    for (int L = 0; L < nloop; L++) {
+        int inner = 1;
+        for (int M = 0; M < nloop; M++)
+            if (M != L && lo[M] >= lo[L] && hi[M] <= hi[L] && (lo[M] != lo[L] || hi[M] != hi[L])) inner = 0;
+        if (!inner) continue;
+        int tot = 0, hmma = 0, wld = 0, xld = 0, sld = 0, lds = 0, hmul = 0, imad = 0, lop = 0, prmt = 0, shf = 0,
+            other_int = 0, ctl = 0;
+        for (int j = lo[L]; j <= hi[L]; j++) {
+            const char *o = ins[j].op;
+            tot++;
+            if (sass_is(o, "HMMA")) hmma++;
+            else if (sass_is(o, "LDG.E.NA.128")) wld++;
+            else if (sass_is(o, "LDG.E.128")) xld++;
+            else if (sass_is(o, "LDG")) sld++;
+            else if (sass_is(o, "LDS")) lds++;
+            else if (sass_is(o, "HMUL2") || sass_is(o, "HFMA2")) hmul++;
+            else if (sass_is(o, "IMAD") || sass_is(o, "LEA")) imad++;
+            else if (sass_is(o, "LOP3")) lop++;
+            else if (sass_is(o, "PRMT")) prmt++;
+            else if (sass_is(o, "SHF")) shf++;
+            else if (sass_is(o, "BRA") || sass_is(o, "BSSY") || sass_is(o, "BSYNC") || sass_is(o, "WARPSYNC") ||
+                     sass_is(o, "VOTE") || sass_is(o, "NOP"))
+                ctl++;
+            else other_int++;
+        }
+        double wb = 16.0 * wld; /* bytes of codes per lane per loop trip */
+        printf("%s:   loop %#x..%#x: %d instructions, %d HMMA, W %d x LDG.128.NA (%.0f B/lane), x %d x LDG.128, "
+               "scales %d x LDG.U8, %d LDS\n",
+               TEST, ins[lo[L]].addr, ins[hi[L]].addr, tot, hmma, wld, wb, xld, sld, lds);
+        if (wb > 0)
+            printf("%s:     per W byte (2 weights): %.2f instr = LOP3 %.2f + SHF %.2f + PRMT %.2f + other "
+                   "ALU %.2f | IMAD/LEA %.2f + HMUL2 %.2f + HMMA %.3f | LDG %.3f + LDS %.3f | control %.2f\n",
+                   TEST, tot / wb, lop / wb, shf / wb, prmt / wb, other_int / wb, imad / wb, hmul / wb, hmma / wb,
+                   (wld + xld + sld) / wb, lds / wb, ctl / wb);
+        shown++;
+    }
+    CHECK(shown > 0, "no GEMV loop with HMMA found in the SASS (%d instructions)", n);
+    free(ins);
+    free(lab);
+    free(lab_addr);
+}
+
+/* The GEMV's common path: each quad is compiled twice (with and without the second multiply for
+ * scale bytes above 128, chosen per quad by a warp vote), so the count is made on a build whose
+ * vote is replaced by false: the loop then holds only what runs on ordinary weights. */
+static void sass_common(qc_nvrtc *nv, const qc_kernel_desc *k, const char *tmp) {
+    static const char vote[] = "if (__any_sync(0xffffffffu, b)) mx_quad<MT, T, true>";
+    static const char never[] = "if (false) mx_quad<MT, T, true>";
+    const char *at = strstr(k->cuda_source, vote);
+    CHECK(at != NULL, "mxfp4.gemv source has no per-quad vote '%s' any more: update sass_common", vote);
+    if (!at) return;
+    size_t len = strlen(k->cuda_source), pre = (size_t)(at - k->cuda_source);
+    char *src = malloc(len + 1);
+    if (!src) return;
+    memcpy(src, k->cuda_source, pre);
+    snprintf(src + pre, len + 1 - pre, "%s%s", never, at + strlen(vote));
+    qc_cubin c;
+    qc_reason why;
+    qc_status st = qc_nvrtc_compile(nv, "mxfp4.gemv.common", src, k->cuda_entry, NULL, 90, 1, &c, &why);
+    CHECK(st == QC_OK, "mxfp4.gemv common-path build: %s: %s", why.code, why.text);
+    if (st == QC_OK) {
+        printf("%s: SASS of mxfp4.gemv for sm_90a, common path (the e > 128 quads compiled out):\n", TEST);
+        sass_mix(&c, tmp);
+        qc_cubin_free(&c);
+    }
+    free(src);
+}
+
 /* Every kernel through NVRTC for its arches (sm_80 and sm_90a for the portable
  * ones, sm_100a for the Blackwell build), with ptxas's resource report. */
 static void compiles(qc_runtime *rt) {
@@ -191,6 +340,7 @@ static void compiles(qc_runtime *rt) {
                 if (strstr(line, "registers") || strstr(line, "spill") || strstr(line, "stack frame"))
                     printf("%s:   ptxas: %s\n", TEST, line);
             free(log);
+            if (strcmp(k->id, "mxfp4.gemv") == 0 && builds[i].sm == 90) sass_common(nv, k, tmp);
         }
         qc_cubin_free(&c);
     }

@@ -10,6 +10,7 @@
 /* usage:
  *   mxfp4_codec quantize   N K in.f32 out.qweight out.scales
  *   mxfp4_codec dequantize N K in.qweight in.scales out.f32
+ *   mxfp4_codec source KERNEL-ID          (the kernel's CUDA source on stdout, for the host emulation test)
  * Exit 0 on success, 2 when the plugin refuses (reason on stderr), 1 on other errors. */
 
 static void *read_all(const char *path, size_t want) {
@@ -35,7 +36,21 @@ static int write_all(const char *path, const void *data, size_t bytes) {
     return fclose(f) == 0 && w == bytes ? 0 : -1;
 }
 
+/* The CUDA source of one of the plugin's kernels. */
+static int print_source(const char *id) {
+    char err[512];
+    qc_runtime_options o = {.struct_size = sizeof o, .plugin_path = QC_TEST_PLUGIN_DIR, .skip_default_dirs = 1,
+                            .skip_env = 1};
+    qc_runtime *rt = qc_runtime_open(&o, err, sizeof err);
+    const qc_kernel_desc *k = rt ? qc_kernel_find(rt, id) : NULL;
+    int rc = k && k->cuda_source && fputs(k->cuda_source, stdout) >= 0 ? 0 : 1;
+    if (rc) fprintf(stderr, "%s: %s\n", id, rt ? "no such kernel with CUDA source" : err);
+    qc_runtime_close(rt);
+    return rc;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "source") == 0) return print_source(argv[2]);
     if (argc != 7) {
         fprintf(stderr, "usage: mxfp4_codec quantize|dequantize N K file file file\n");
         return 1;
