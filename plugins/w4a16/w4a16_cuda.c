@@ -92,7 +92,20 @@ qc_status w4_register_gpu_kernels(const qc_host_api *api, qc_host *host);
     "}\n"
 
 /*
- * GEMV (1 <= m <= 16): a warp owns 16 rows of W (two n8 tiles; lane g
+ * GEMV (1 <= m <= 16), two paths in one entry, chosen by k (w4_gemv_dims
+ * follows the same rule):
+ *
+ * k % 128 == 0, the streaming path (w4v_gemv): a warp owns 16 rows and K in
+ * chunks of 128 codes; lane t of the quad of row g copies the chunk's bytes
+ * 16t..16t+15 of its row (cp.async 16 B, L1 bypassed) into a per-warp ring of
+ * two batches in shared memory, with each chunk's group data as aligned
+ * 4-byte words, so two batches are in flight per warp without holding
+ * registers.  Quad shuffles transpose the 4 x 4 words where a lane's 16 bytes
+ * span groups (g = 32: xor 2 then xor 1; g = 64: xor 2), so that every k32
+ * mma step lies in one group; x is read at the same codes.  The packed layout
+ * is untouched (docs/formats/w4a16.md, "GEMV").
+ *
+ * Other k, the first GEMV: a warp owns 16 rows of W (two n8 tiles; lane g
  * reads rows n0 + g and n0 + 8 + g) and every ks-th group of K; its 8 - 8/ks
  * sibling warps in the block (ks = 1, 2, 4 or 8, chosen from n and k so
  * that about 2048 warps stream) take the other groups, and the partial sums
