@@ -85,6 +85,13 @@ FAKE_CUDA_LINEAR=skip run 1 skip -- --kernels bf16.linear_gemv --shapes 64:128 -
 has skip "M=2: 128 outputs"
 has skip "(128 unwritten)"
 
+# the w4a16 GEMV is found, compiled and launched on both of its paths (k % 128 == 0 streams through shared memory,
+# k = 4160 does not); the stand-in computes only the bf16 linears, so its rows are WRONG here by design
+run 1 w4 -- --formats w4a16 --kernels w4a16.gemv_sym --shapes 256:1024,64:4160 --m 1,16 --iters 2
+has w4 "w4a16     w4a16.gemv_sym         256x1024         1"
+has w4 "w4a16     w4a16.gemv_sym         64x4160         16"
+has w4 "4 WRONG, 0 errors"
+
 # too little device memory for one shape: it says the sizes and the next shape runs
 FAKE_CUDA_FREE_MIB=330 run 1 oom -- --formats bf16 --kernels bf16.linear_mma --shapes 64:128,20000:2048 --m 1,2048 \
   --iters 2
