@@ -600,6 +600,7 @@ struct qc_tokenizer *qc_model_tokenizer(const qc_model *m) { return m->tok; }
 void qc_model_reset(qc_model *m) { m->pos = 0; }
 const char *qc_model_kv_format(const qc_model *m) { return m->kv_format; }
 size_t qc_model_position(const qc_model *m) { return m->pos; }
+size_t qc_model_kernel_calls(const qc_model *m) { return m->kernel_calls; }
 
 qc_status qc_model_forward(qc_model *m, const int32_t *tokens, size_t n, float *logits, int all_logits, char *err,
                            size_t errlen) {
