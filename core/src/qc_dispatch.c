@@ -40,7 +40,11 @@ static size_t build_candidates(const qc_runtime *rt, const qc_problem *p, int gp
         c[n].format = f->name;
         c[n].time_us = -1;
         c[n].bytes_per_weight = f->effective_bits / 8.0;
-        c[n].eligible = qc_select_format(rt, f, p, gpu, &kernels[n], &c[n].reason);
+        /* GPU kernels check the weight's group size: the one quantization
+           will use unless the problem names one (the format's default) */
+        qc_problem pf = *p;
+        if (gpu && !pf.group_size) pf.group_size = f->default_group_size;
+        c[n].eligible = qc_select_format(rt, f, &pf, gpu, &kernels[n], &c[n].reason);
         /* bf16 is the universal fallback (any format dequantizes to it), so
          * it counts as prepared whatever the policy listed. */
         if (c[n].eligible && n_prepared && strcmp(f->name, "bf16") != 0) {
@@ -54,7 +58,7 @@ static size_t build_candidates(const qc_runtime *rt, const qc_problem *p, int gp
             }
         }
         /* the backend's own checks and measured time */
-        if (c[n].eligible && o->candidate && !o->candidate(o->candidate_ctx, layer, f, p, &c[n].time_us, &c[n].reason)) {
+        if (c[n].eligible && o->candidate && !o->candidate(o->candidate_ctx, layer, f, &pf, &c[n].time_us, &c[n].reason)) {
             c[n].eligible = 0;
             kernels[n] = NULL;
             if (!c[n].reason.code[0]) qc_reason_set(&c[n].reason, "missing", "%s refused by the backend", f->name);

@@ -257,7 +257,8 @@ static qc_status measure(qc_eplan *p, char *err, size_t errlen) {
             for (size_t j = 0; j < nm; j++) {
                 /* a bucket no kernel of the format serves is refused by the table anyway */
                 qc_problem pr = {.struct_size = sizeof pr, .sm = (uint32_t)p->o.sm, .m = ms[j], .n = L->n, .k = L->k,
-                                 .phase = ms[j] > 1 ? QC_PHASE_PREFILL : QC_PHASE_DECODE, .layer = L->name};
+                                 .phase = ms[j] > 1 ? QC_PHASE_PREFILL : QC_PHASE_DECODE, .layer = L->name,
+                                 .group_size = f->default_group_size};
                 if (!qc_select_format(p->o.rt, f, &pr, 1, NULL, &why)) continue;
                 if (!find_timing(p, f->name, L->n, L->k, ms[j])) miss[nmiss++] = ms[j];
             }
