@@ -218,7 +218,8 @@ int main(void) {
         CHECK(qc_eplan_fail(p, 1, "w8a8_int8", "compile", "kernel x failed to load", err, sizeof err) == QC_OK, "%s", err);
         CHECK(qc_eplan_generation(p) == gen + 1, "rebuilt");
         CHECK(strcmp(format_at(p, 1, QC_PHASE_DECODE, 1), "bf16") == 0, "layer 1 now bf16");
-        CHECK(strcmp(format_at(p, 0, QC_PHASE_DECODE, 1), "w8a8_int8") == 0, "layer 0 unchanged");
+        CHECK(strcmp(format_at(p, 5, QC_PHASE_DECODE, 1), "bf16") == 0, "block 1's o (same shape) now bf16");
+        CHECK(strcmp(format_at(p, 0, QC_PHASE_DECODE, 1), "w8a8_int8") == 0, "qkv (another shape) unchanged");
         CHECK(qc_eplan_fail(p, 1, "w8a8_int8", "compile", "again", err, sizeof err) == QC_OK &&
                   qc_eplan_generation(p) == gen + 1, "a known failure does not rebuild");
         text = print_plan(p);

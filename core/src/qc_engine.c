@@ -135,7 +135,8 @@ struct qc_engine {
     qc_trace *trace;           /* QCORE_TRACE=FILE */
     qc_gpu_tracer *tracer;
     uint64_t launches0;
-    qc_model *plan_model;      /* the model whose prepared formats the plan may use */        /* the context's launch count when the engine was made */
+    qc_model *plan_model;      /* the model whose prepared formats the plan may use */
+    int loaded;                /* qc_engine_create finished */        /* the context's launch count when the engine was made */
 };
 
 /* ---- small helpers ---- */
@@ -244,6 +245,12 @@ static qc_status linear_choose(qc_engine *e, eng_linear *L, int64_t m, eng_choic
         return QC_ERR_UNSUPPORTED;
     }
     qc_strlcpy(e->choose_code, "compile", sizeof e->choose_code);
+    /* tests: a kernel that fails to load once the engine is made (a run-time fallback without a broken kernel) */
+    const char *fail = e->loaded ? getenv("QCORE_TEST_FAIL_KERNEL") : NULL;
+    if (fail && strcmp(fail, best->id) == 0) {
+        qc_errf(err, errlen, "%s: kernel %s: load: failed on purpose (QCORE_TEST_FAIL_KERNEL)", L->role, best->id);
+        return QC_ERR_UNSUPPORTED;
+    }
     eng_choice *c = &L->cache[L->next_slot];
     L->next_slot = (L->next_slot + 1) % KCACHE;
     qc_reason why;
@@ -1291,6 +1298,7 @@ qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_en
         e->use_graphs = 0;
     }
     e->launches0 = qc_gpu_launch_count(g);
+    e->loaded = 1;
     return e;
 }
 

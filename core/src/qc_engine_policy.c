@@ -452,16 +452,28 @@ qc_status qc_eplan_fail(qc_eplan *p, size_t li, const char *format, const char *
                         size_t errlen) {
     for (size_t i = 0; i < p->nr; i++)
         if (p->r[i].layer == li && strcmp(p->r[i].format, format) == 0) return QC_OK; /* known: no rebuild */
-    if (qc_grow((void **)&p->r, &p->cap_r, p->nr, sizeof *p->r)) {
-        qc_errf(err, errlen, "out of memory");
-        return QC_ERR_NOMEM;
+    /* the same kernel would fail on every layer of this shape: refuse them all, rebuild once */
+    const qc_policy_layer *L = &p->layers->layers[li];
+    size_t added = 0;
+    for (size_t j = 0; j < p->layers->n; j++) {
+        const qc_policy_layer *o = &p->layers->layers[j];
+        if (o->n != L->n || o->k != L->k) continue;
+        int known = 0;
+        for (size_t i = 0; i < p->nr && !known; i++) known = p->r[i].layer == j && !strcmp(p->r[i].format, format);
+        if (known) continue;
+        if (qc_grow((void **)&p->r, &p->cap_r, p->nr, sizeof *p->r)) {
+            qc_errf(err, errlen, "out of memory");
+            return QC_ERR_NOMEM;
+        }
+        refusal *r = &p->r[p->nr++];
+        r->layer = j;
+        qc_strlcpy(r->format, format, sizeof r->format);
+        qc_reason_set(&r->why, code && *code ? code : "compile", "%s (at run time)", text ? text : "");
+        added++;
     }
-    refusal *r = &p->r[p->nr++];
-    r->layer = li;
-    qc_strlcpy(r->format, format, sizeof r->format);
-    qc_reason_set(&r->why, code && *code ? code : "compile", "%s (at run time)", text ? text : "");
-    qc_log(QC_LOG_WARN, "%s: %s failed at run time (%s: %s): rebuilding the dispatch table",
-           p->layers->layers[li].name, format, r->why.code, text ? text : "");
+    qc_log(QC_LOG_WARN, "%s: %s failed at run time (%s: %s): refused for the %zu layers of shape %lldx%lld, "
+           "rebuilding the dispatch table", L->name, format, code && *code ? code : "compile", text ? text : "",
+           added, (long long)L->n, (long long)L->k);
     return build_table(p, err, errlen);
 }
 
@@ -523,9 +535,15 @@ void qc_eplan_print(const qc_eplan *p, FILE *f) {
     if (p->nr) {
         fprintf(f, "run-time failures (each refused its format for that layer and rebuilt the table; %d builds):\n",
                 p->gen);
-        for (size_t i = 0; i < p->nr; i++)
-            fprintf(f, "  %s %s: %s: %s\n", p->layers->layers[p->r[i].layer].name, p->r[i].format, p->r[i].why.code,
-                    p->r[i].why.text);
+        for (size_t i = 0; i < p->nr; i++) {
+            /* one line per failure: the first layer of each shape it was refused for */
+            int first = 1;
+            for (size_t j = 0; j < i && first; j++)
+                first = strcmp(p->r[j].format, p->r[i].format) || strcmp(p->r[j].why.text, p->r[i].why.text);
+            if (first)
+                fprintf(f, "  %s (and the other layers of its shape) %s: %s: %s\n",
+                        p->layers->layers[p->r[i].layer].name, p->r[i].format, p->r[i].why.code, p->r[i].why.text);
+        }
     }
 }
 

@@ -66,9 +66,10 @@ size_t qc_eplan_layer_formats(const qc_eplan *p, size_t li, const qc_format_desc
  * for weights the device does not hold.  resident(ctx, li, f) says. */
 void qc_eplan_freeze(qc_eplan *p, int (*resident)(void *ctx, size_t li, const qc_format_desc *f));
 /* A run-time failure of `format` on layer `li` (e.g. its kernel failed to
- * load for an M between buckets): recorded once, the format refused for that
- * layer from now on, the table rebuilt (the policy asked again).  Returns the
- * build's status. */
+ * load for an M between buckets): recorded once, the format refused from now
+ * on for that layer and every other layer of the same shape (the same kernel
+ * would fail there), the table rebuilt once (the policy asked again).
+ * Returns the build's status. */
 qc_status qc_eplan_fail(qc_eplan *p, size_t li, const char *format, const char *code, const char *text, char *err,
                         size_t errlen);
 /* Forget the engine callbacks (the plan outlives what ctx points at): no

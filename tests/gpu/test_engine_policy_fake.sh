@@ -71,6 +71,18 @@ has "$tmp/raise.out" "down refused"
 n=$(sed -n '/^kernel launches/,$p' "$tmp/raise.out" | grep -c "down refused")
 [[ $n -eq 1 ]] && ok || bad "summary lists the raise $n times"
 
+# a kernel that fails at run time: that format refused for the layer, the table rebuilt, the run goes on
+cat >"$tmp/mix.lua" <<'LUA'
+return { prepare = function() return { "w4a16", "fp8" } end,
+         choose = function(q) if q.phase == "decode" and q.batch < 4 then return "w4a16" end return "fp8" end }
+LUA
+QCORE_TEST_FAIL_KERNEL=w4a16.gemv_sym "$QCORE" "${BENCH[@]}" --policy "$tmp/mix.lua" >"$tmp/fail.out" 2>&1 ||
+  bad "bench with a failing kernel exit $?"
+has "$tmp/fail.out" "b1-2 w4a16, b4 fp8"
+has "$tmp/fail.out" "failed on purpose (QCORE_TEST_FAIL_KERNEL) (at run time)"
+has "$tmp/fail.out" "wanted w4a16 -> used fp8"
+has "$tmp/fail.out" "rebuilding the dispatch table"
+
 # inspect on the device: the engine's table from the (now cached) timings
 "$QCORE" inspect --policy policies/measured.lua --model-config "$CFG" >"$tmp/inspect.out" 2>&1 || bad "inspect exit $?"
 has "$tmp/inspect.out" "GPU engine dispatch (policy policies/measured.lua"
