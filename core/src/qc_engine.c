@@ -1212,8 +1212,8 @@ qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_en
         return NULL;
     }
     e->rt = rt;
-    e->fmt = fmt;
-    e->group_size = group;
+    e->fmt = o->policy ? qc_format_find(rt, "bf16") : fmt; /* with a policy `format` is ignored (the head stays bf16) */
+    e->group_size = o->policy ? 0 : group;
     pthread_mutex_init(&e->upload_mu, NULL);
     e->g = g;
     e->nv = nv;
