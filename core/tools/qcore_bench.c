@@ -414,7 +414,8 @@ int cmd_bench(int argc, char **argv) {
                    "\"kv_bytes_per_token\": %zu, \"kv_capacity_tokens\": %zu, \"kv_budget_tokens\": %zu, \"copy_gbs\": %.1f, "
                    "\"step_weight_bytes\": %zu, \"decode_floor_ms\": %.4f, \"levels\": [",
                 gi->name, model_flag ? model_path : c.model_config, model_flag ? "false" : "true",
-                c.format ? c.format : "bf16", o.prompt, o.output, o.graphs ? "true" : "false", st.weight_bytes,
+                o.policy ? "per layer (policy)" : c.format ? c.format : "bf16", o.prompt, o.output,
+                o.graphs ? "true" : "false", st.weight_bytes,
                 st.kv_bytes, st.kv_bytes_per_token, st.kv_capacity_tokens, st.kv_budget_tokens, bw / 1e9,
                 st.step_weight_bytes, floor_ms);
         for (int i = 0; i < o.n_conc; i++)
