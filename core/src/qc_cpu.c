@@ -97,10 +97,13 @@ static qc_status linear(qc_model *m, const qc_linear *L, const float *x, int64_t
     if (L->bias)
         for (int64_t r = 0; r < rows; r++)
             for (int64_t j = 0; j < n; j++) y[r * n + j] += L->bias[j];
+    m->kernel_calls++;
     if (m->trace) {
         /* the kernel that defines the numbers, run here as its float path */
-        qc_trace_event(m->trace, L->info->name, "linear", qc_format_plugin(m->rt, p->fmt->name), p->fmt->name,
-                       p->kernel ? p->kernel->id : "", rows, n, k, t0, qc_now_seconds());
+        const char *kid = p->kernel ? p->kernel->id : "";
+        qc_trace_event_layer(m->trace, kid[0] ? kid : L->info->name, "linear", L->info->name,
+                             qc_format_plugin(m->rt, p->fmt->name), p->fmt->name, kid, rows, n, k, t0,
+                             qc_now_seconds());
     }
     return QC_OK;
 }
@@ -276,12 +279,13 @@ qc_status qc_cpu_forward(qc_model *m, const int32_t *tokens, size_t n, float *lo
         }
         double ta = m->trace ? qc_now_seconds() : 0;
         attention(m, b, rows, m->pos);
+        m->kernel_calls++;
         if (m->trace) {
             char name[48];
             snprintf(name, sizeof name, "blk.%d.attention", b);
-            qc_trace_event(m->trace, name, "attention", "org.qcore.builtin", m->kv_format,
-                           rows >= 8 ? "cpu.attention_gemm" : "cpu.attention", rows, (int64_t)(m->pos + (size_t)rows),
-                           s->head_dim, ta, qc_now_seconds());
+            const char *kid = rows >= 8 ? "cpu.attention_gemm" : "cpu.attention";
+            qc_trace_event_layer(m->trace, kid, "attention", name, "org.qcore.builtin", m->kv_format, kid, rows,
+                                 (int64_t)(m->pos + (size_t)rows), s->head_dim, ta, qc_now_seconds());
         }
         if ((st = linear(m, &B->lin[3], m->s_att, rows, m->s_h, phase, err, errlen))) return st;
         for (int64_t i = 0; i < rows * H; i++) m->s_x[i] += m->s_h[i];

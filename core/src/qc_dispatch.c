@@ -31,7 +31,7 @@ static void first_line(char *dst, size_t len, const char *src) {
 /* Eligibility of every linear format for one problem. */
 static size_t build_candidates(const qc_runtime *rt, const qc_problem *p, int gpu, char (*prepared)[64],
                                size_t n_prepared, qc_policy_candidate *c, const qc_kernel_desc **kernels,
-                               size_t cap) {
+                               size_t cap, const qc_dispatch_options *o, size_t layer) {
     size_t n = 0;
     for (size_t i = 0; i < qc_format_count(rt) && n < cap; i++) {
         const qc_format_desc *f = qc_format_get(rt, i);
@@ -40,7 +40,11 @@ static size_t build_candidates(const qc_runtime *rt, const qc_problem *p, int gp
         c[n].format = f->name;
         c[n].time_us = -1;
         c[n].bytes_per_weight = f->effective_bits / 8.0;
-        c[n].eligible = qc_select_format(rt, f, p, gpu, &kernels[n], &c[n].reason);
+        /* GPU kernels check the weight's group size: the one quantization
+           will use unless the problem names one (the format's default) */
+        qc_problem pf = *p;
+        if (gpu && !pf.group_size) pf.group_size = f->default_group_size;
+        c[n].eligible = qc_select_format(rt, f, &pf, gpu, &kernels[n], &c[n].reason);
         /* bf16 is the universal fallback (any format dequantizes to it), so
          * it counts as prepared whatever the policy listed. */
         if (c[n].eligible && n_prepared && strcmp(f->name, "bf16") != 0) {
@@ -52,6 +56,12 @@ static size_t build_candidates(const qc_runtime *rt, const qc_problem *p, int gp
                 qc_reason_set(&c[n].reason, "not_prepared", "%s was not prepared for this layer by the policy",
                               f->name);
             }
+        }
+        /* the backend's own checks and measured time */
+        if (c[n].eligible && o->candidate && !o->candidate(o->candidate_ctx, layer, f, &pf, &c[n].time_us, &c[n].reason)) {
+            c[n].eligible = 0;
+            kernels[n] = NULL;
+            if (!c[n].reason.code[0]) qc_reason_set(&c[n].reason, "missing", "%s refused by the backend", f->name);
         }
         n++;
     }
@@ -99,7 +109,7 @@ qc_dispatch *qc_dispatch_build(const qc_runtime *rt, qc_policy *policy, const qc
     }
     d->layers = layers;
     d->gpu = o.gpu;
-    d->backend = o.gpu ? "cuda" : "cpu reference";
+    d->backend = o.backend ? o.backend : o.gpu ? "cuda" : "cpu reference";
     qc_strlcpy(d->policy, policy ? qc_policy_name(policy) : "(none: bf16 everywhere)", sizeof d->policy);
     qc_policy_device cpu_dev = {.name = "cpu"};
     const qc_policy_device *dev = o.device ? o.device : &cpu_dev;
@@ -133,7 +143,7 @@ qc_dispatch *qc_dispatch_build(const qc_runtime *rt, qc_policy *policy, const qc
                             .phase = e->phase, .layer = L->name};
             qc_policy_candidate c[64];
             const qc_kernel_desc *kern[64];
-            size_t nc = build_candidates(rt, &p, o.gpu, prepared, n_prepared, c, kern, 64);
+            size_t nc = build_candidates(rt, &p, o.gpu, prepared, n_prepared, c, kern, 64, &o, li);
             int fb = fallback_index(c, nc, prepared, n_prepared);
             int chosen = -1;
             if (!policy) {
@@ -193,6 +203,8 @@ void qc_dispatch_free(qc_dispatch *d) {
 }
 
 size_t qc_dispatch_count(const qc_dispatch *d) { return d->n; }
+const char *qc_dispatch_policy(const qc_dispatch *d) { return d->policy; }
+const qc_layer_list *qc_dispatch_layers(const qc_dispatch *d) { return d->layers; }
 const qc_dispatch_entry *qc_dispatch_get(const qc_dispatch *d, size_t i) { return i < d->n ? &d->e[i] : NULL; }
 
 const qc_dispatch_entry *qc_dispatch_lookup(const qc_dispatch *d, size_t layer, qc_phase phase, int64_t batch) {

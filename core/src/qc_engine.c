@@ -1,6 +1,7 @@
 /* qc_engine.c - the GPU forward pass of Llama-family models: device weights, paged KV cache, batched steps, CUDA graphs. */
 #include "qc_engine.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -8,9 +9,11 @@
 #include <string.h>
 
 #include "../../plugins/common/qc_bf16.h"
+#include "qc_engine_policy.h"
 #include "qc_internal.h"
 #include "qc_kernels_attn.h"
 #include "qc_model.h"
+#include "qc_trace.h"
 #include "qc_util.h"
 
 /*
@@ -50,6 +53,15 @@ typedef struct eng_linear {
     int n_bufs;
     eng_choice cache[KCACHE];
     int next_slot;
+    /* with a policy (issue 9): the other formats resident for this layer,
+     * and which one runs per phase (0 decode, 1 prefill) and power-of-two
+     * bucket of M (0 = this one, i = alts[i - 1], -1 = none resident) */
+    struct eng_linear *alts;
+    int n_alts;
+    int plan_layer; /* index in the plan's layer list; -1 without a policy */
+    signed char pick[2][MAX_BUCKETS];
+    int pick_gen;
+    char name[32];  /* "blk.3.attn.qkv" (traces) */
 } eng_linear;
 
 typedef struct eng_layer {
@@ -116,6 +128,15 @@ struct qc_engine {
     int n_graphs;
     int use_graphs;
     char err_ctx[64];
+    /* issue 9: per-layer formats from a policy, traces */
+    qc_eplan *plan;            /* NULL: one format for every layer */
+    int step_decode;           /* the step being run is pure decode (dispatch phase) */
+    char choose_code[QC_REASON_CODE_MAX]; /* why linear_choose failed last */
+    qc_trace *trace;           /* QCORE_TRACE=FILE */
+    qc_gpu_tracer *tracer;
+    uint64_t launches0;
+    qc_model *plan_model;      /* the model whose prepared formats the plan may use */
+    int loaded;                /* qc_engine_create finished */        /* the context's launch count when the engine was made */
 };
 
 /* ---- small helpers ---- */
@@ -220,6 +241,14 @@ static qc_status linear_choose(qc_engine *e, eng_linear *L, int64_t m, eng_choic
     if (!best) {
         qc_errf(err, errlen, "%s [%lld x %lld]: no %s GPU kernel takes m = %lld%s", L->role, (long long)L->n,
                 (long long)L->k, L->fmt->name, (long long)m, reasons);
+        qc_strlcpy(e->choose_code, "m_range", sizeof e->choose_code);
+        return QC_ERR_UNSUPPORTED;
+    }
+    qc_strlcpy(e->choose_code, "compile", sizeof e->choose_code);
+    /* tests: a kernel that fails to load once the engine is made (a run-time fallback without a broken kernel) */
+    const char *fail = e->loaded ? getenv("QCORE_TEST_FAIL_KERNEL") : NULL;
+    if (fail && strcmp(fail, best->id) == 0) {
+        qc_errf(err, errlen, "%s: kernel %s: load: failed on purpose (QCORE_TEST_FAIL_KERNEL)", L->role, best->id);
         return QC_ERR_UNSUPPORTED;
     }
     eng_choice *c = &L->cache[L->next_slot];
@@ -255,12 +284,57 @@ static qc_status linear_choose(qc_engine *e, eng_linear *L, int64_t m, eng_choic
     return QC_OK;
 }
 
+static int bucket_index(int64_t m) {
+    int i = 0;
+    while (((int64_t)1 << i) < m && i < MAX_BUCKETS - 1) i++;
+    return i;
+}
+
+static void policy_picks(qc_engine *e);
+static void drop_graphs(qc_engine *e);
+
+/* The variant of `L` the dispatch table runs for this step's phase and m. */
+static eng_linear *policy_variant(qc_engine *e, eng_linear *L, int64_t m, char *err, size_t errlen) {
+    if (L->pick_gen != qc_eplan_generation(e->plan)) policy_picks(e);
+    int v = L->pick[e->step_decode ? 0 : 1][bucket_index(m)];
+    if (v < 0) {
+        const qc_dispatch_entry *d = qc_dispatch_lookup(qc_eplan_table(e->plan), (size_t)L->plan_layer,
+                                                        e->step_decode ? QC_PHASE_DECODE : QC_PHASE_PREFILL, m);
+        qc_errf(err, errlen, "%s: the dispatch table runs %s at m = %lld, which is not resident for this layer",
+                L->name, d ? d->format : "nothing", (long long)m);
+        return NULL;
+    }
+    return v == 0 ? L : &L->alts[v - 1];
+}
+
 /* y[m, n] = x[m, k] W^T; x given as f32 and (when not 0) bf16 */
 static qc_status linear_run(qc_engine *e, eng_linear *L, qc_devptr x, qc_devptr xb, qc_devptr y, int64_t m, char *err,
                             size_t errlen) {
     eng_choice *c;
-    qc_status st = linear_choose(e, L, m, &c, err, errlen);
-    if (st != QC_OK) return st;
+    qc_status st;
+    if (e->plan && L->plan_layer >= 0) {
+        /* a kernel that fails here (an M between buckets) becomes a fallback:
+           the table is rebuilt without that format for this layer */
+        for (int tries = 0;; tries++) {
+            eng_linear *V = policy_variant(e, L, m, err, errlen);
+            if (!V) return QC_ERR_UNSUPPORTED;
+            st = linear_choose(e, V, m, &c, err, errlen);
+            if (st == QC_OK || tries == 3) {
+                L = V;
+                break;
+            }
+            char why[QC_REASON_TEXT_MAX];
+            qc_strlcpy(why, err, sizeof why);
+            if ((st = qc_eplan_fail(e->plan, (size_t)L->plan_layer, V->fmt->name, e->choose_code, why, err, errlen)))
+                return st;
+            drop_graphs(e); /* they replay the old choices */
+        }
+        if (st != QC_OK) return st;
+    } else {
+        st = linear_choose(e, L, m, &c, err, errlen);
+        if (st != QC_OK) return st;
+    }
+    if (e->tracer) qc_gpu_tracer_context(e->tracer, L->name, "linear");
     if (c->wants_bf16 && !xb) {
         /* only the attention output arrives without a bf16 copy */
         int64_t count = m * L->k;
@@ -299,6 +373,13 @@ static qc_status linear_run(qc_engine *e, eng_linear *L, qc_devptr x, qc_devptr 
     c->k->launch_dims(&p, &d);
     st = qc_gpu_launch_kernel(e->g, c->k, c->fn, &d, argv, err, errlen);
     if (st != QC_OK) qc_errf(err + strlen(err), errlen - strlen(err), " (%s, m=%lld)", L->role, (long long)m);
+    if (e->tracer) { /* what follows belongs to the block ("blk.3"), or the head */
+        char blk[32];
+        qc_strlcpy(blk, L->name, sizeof blk);
+        char *dot = strchr(blk, '.');
+        if (dot && (dot = strchr(dot + 1, '.'))) *dot = 0;
+        qc_gpu_tracer_context(e->tracer, blk, "kernel");
+    }
     return st;
 }
 
@@ -310,6 +391,8 @@ static void linear_init(eng_linear *L, const char *role, const qc_format_desc *f
     L->fmt = fmt;
     L->n = n;
     L->k = k;
+    L->plan_layer = -1;
+    qc_strlcpy(L->name, role, sizeof L->name);
 }
 
 /* A bf16 weight [n, k]: uploaded from `host` (n*k bf16) or filled with
@@ -331,6 +414,10 @@ static qc_status linear_bf16(qc_engine *e, eng_linear *L, const uint16_t *host, 
 
 static void linear_free(qc_engine *e, eng_linear *L) {
     for (int i = 0; i < L->n_bufs; i++) qc_gpu_free(e->g, &L->bufs[i]);
+    for (int i = 0; i < L->n_alts; i++) linear_free(e, &L->alts[i]);
+    free(L->alts);
+    L->alts = NULL;
+    L->n_alts = 0;
 }
 
 /* host vector of `n` values around 1 (norm weights of a synthetic model) */
@@ -578,6 +665,253 @@ static qc_status load_quantized(qc_engine *e, qc_model *m, uint64_t seed, char *
     return pool.st;
 }
 
+/* ---- per-layer formats from a policy (issue 9) ---- */
+
+/* The model's packed weights of engine linear `which` (QC_EPLAN_QKV ...) of
+ * block b in format f, parts fused as the engine runs them. */
+static int model_parts(qc_model *m, int b, int which, const qc_format_desc *f, const qc_packed_weight **pw) {
+    static const int first[4] = {0, 3, 4, 6}, count[4] = {3, 1, 2, 1};
+    qc_block *B = &m->blocks[b];
+    for (int i = 0; i < count[which]; i++) {
+        const qc_linear *L = &B->lin[first[which] + i];
+        pw[i] = NULL;
+        for (int t = 0; t < L->n_prep; t++)
+            if (L->prep[t].fmt == f) pw[i] = &L->prep[t].pw;
+        if (!pw[i]) return 0;
+    }
+    return count[which];
+}
+
+static qc_status model_linear(qc_engine *e, qc_model *m, int b, int which, eng_linear *L, char *err, size_t errlen) {
+    const qc_packed_weight *pw[3] = {NULL, NULL, NULL};
+    int np = model_parts(m, b, which, L->fmt, pw);
+    if (!np) {
+        qc_errf(err, errlen, "%s: the model holds no %s weights", L->name, L->fmt->name);
+        return QC_ERR_UNSUPPORTED;
+    }
+    char what[48];
+    snprintf(what, sizeof what, "blk.%d %s weights", b, L->fmt->name);
+    if (np == 1) return linear_packed(e, L, pw[0], what, err, errlen);
+    qc_packed_weight fused;
+    qc_status st = packed_concat(L->fmt, pw, np, &fused, err, errlen);
+    if (st != QC_OK) return st;
+    st = linear_packed(e, L, &fused, what, err, errlen);
+    for (uint32_t i = 0; i < fused.n_buffers; i++) qc_aligned_free(fused.buffers[i].data);
+    return st;
+}
+
+/* Every block linear in each format its table entries run (the first in the
+ * linear itself, the others as its alternates): from the model's own
+ * preparations, or synthetic - one set of float weights per linear,
+ * quantized into each format on all cores. */
+static qc_status load_planned(qc_engine *e, qc_model *m, uint64_t seed, char *err, size_t errlen) {
+    const qc_model_shape *s = &e->s;
+    size_t n_jobs = 0, cap = (size_t)s->n_layers * 4 * 8;
+    quant_job *jobs = m ? NULL : calloc(cap, sizeof *jobs);
+    if (!m && !jobs) {
+        qc_errf(err, errlen, "out of memory");
+        return QC_ERR_NOMEM;
+    }
+    qc_status st = QC_OK;
+    for (int b = 0; b < s->n_layers && st == QC_OK; b++) {
+        eng_linear *four[4] = {&e->layers[b].qkv, &e->layers[b].o, &e->layers[b].gate_up, &e->layers[b].down};
+        for (int i = 0; i < 4 && st == QC_OK; i++) {
+            eng_linear *L = four[i];
+            const qc_format_desc *fs[8];
+            size_t nf = qc_eplan_layer_formats(e->plan, (size_t)L->plan_layer, fs, 8);
+            if (nf == 0) {
+                qc_errf(err, errlen, "%s: the dispatch table runs no format here (see its fallbacks)", L->name);
+                st = QC_ERR_UNSUPPORTED;
+                break;
+            }
+            if (nf > 1 && !(L->alts = calloc(nf - 1, sizeof *L->alts))) {
+                qc_errf(err, errlen, "out of memory");
+                st = QC_ERR_NOMEM;
+                break;
+            }
+            L->n_alts = (int)nf - 1;
+            for (size_t v = 0; v < nf; v++) {
+                eng_linear *V = v == 0 ? L : &L->alts[v - 1];
+                if (v > 0) {
+                    linear_init(V, L->role, fs[v], L->n, L->k);
+                    qc_strlcpy(V->name, L->name, sizeof V->name);
+                }
+                V->fmt = fs[v];
+                if (m) {
+                    st = model_linear(e, m, b, i, V, err, errlen);
+                    if (st != QC_OK) break;
+                } else {
+                    quant_job *j = &jobs[n_jobs++];
+                    j->e = e, j->L = V, j->seed = seed + (uint64_t)b * 1000 + (uint64_t)i + 1;
+                    snprintf(j->what, sizeof j->what, "blk.%d %s %s", b, V->role, V->fmt->name);
+                }
+            }
+        }
+    }
+    if (st != QC_OK || m) {
+        free(jobs);
+        return st;
+    }
+    quant_pool pool = {.jobs = jobs, .n = n_jobs, .st = QC_OK};
+    pthread_mutex_init(&pool.mu, NULL);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = ncpu > 1 ? (int)(ncpu > 16 ? 16 : ncpu) : 1;
+    pthread_t tid[16];
+    int started[16] = {0};
+    for (int t = 1; t < nt; t++) started[t] = pthread_create(&tid[t], NULL, quant_worker, &pool) == 0;
+    quant_worker(&pool);
+    for (int t = 1; t < nt; t++)
+        if (started[t]) pthread_join(tid[t], NULL);
+    pthread_mutex_destroy(&pool.mu);
+    free(jobs);
+    if (pool.st != QC_OK) qc_errf(err, errlen, "%s", pool.err);
+    return pool.st;
+}
+
+/* Which variant runs per (phase, bucket), from the current table. */
+static void policy_picks(qc_engine *e) {
+    const qc_dispatch *d = qc_eplan_table(e->plan);
+    for (int b = 0; b < e->s.n_layers; b++) {
+        eng_linear *four[4] = {&e->layers[b].qkv, &e->layers[b].o, &e->layers[b].gate_up, &e->layers[b].down};
+        for (int i = 0; i < 4; i++) {
+            eng_linear *L = four[i];
+            for (int ph = 0; ph < 2; ph++)
+                for (int bi = 0; bi < MAX_BUCKETS; bi++) {
+                    const qc_dispatch_entry *en = qc_dispatch_lookup(d, (size_t)L->plan_layer,
+                                                                     ph ? QC_PHASE_PREFILL : QC_PHASE_DECODE,
+                                                                     (int64_t)1 << bi);
+                    int v = -1;
+                    for (int a = 0; en && a <= L->n_alts && v < 0; a++)
+                        if (strcmp((a ? L->alts[a - 1].fmt : L->fmt)->name, en->format) == 0) v = a;
+                    L->pick[ph][bi] = (signed char)v;
+                }
+            L->pick_gen = qc_eplan_generation(e->plan);
+        }
+    }
+}
+
+static void drop_graphs(qc_engine *e) {
+    if (!e->n_graphs) return;
+    char err[256];
+    qc_gpu_sync(e->g, err, sizeof err);
+    for (int i = 0; i < e->n_graphs; i++) qc_gpu_graph_destroy(e->g, e->graphs[i].graph);
+    e->n_graphs = 0;
+}
+
+static eng_linear *plan_linear(qc_engine *e, size_t li) {
+    if (li >= (size_t)e->s.n_layers * 4) return NULL;
+    eng_layer *Ly = &e->layers[li / 4];
+    eng_linear *four[4] = {&Ly->qkv, &Ly->o, &Ly->gate_up, &Ly->down};
+    return four[li % 4];
+}
+
+/* The plan's callbacks: what the engine can hold, what it holds, timings. */
+static int plan_can_hold(void *ctx, size_t li, const qc_format_desc *f, qc_reason *why) {
+    qc_engine *e = ctx;
+    qc_model *m = e->plan_model;
+    if (li >= (size_t)e->s.n_layers * 4) {
+        if (strcmp(f->name, "bf16") == 0) return 1;
+        qc_reason_set(why, "missing", "the GPU engine runs lm_head in bf16 only (%s head: not yet)", f->name);
+        return 0;
+    }
+    if (!m && !f->quantize) {
+        qc_reason_set(why, "missing", "%s has no quantizer: the engine cannot make synthetic weights", f->name);
+        return 0;
+    }
+    if (m) {
+        const qc_packed_weight *pw[3] = {NULL, NULL, NULL};
+        if (!model_parts(m, (int)(li / 4), (int)(li % 4), f, pw)) {
+            qc_reason_set(why, "not_prepared", "the model was opened without %s weights for this layer", f->name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int plan_resident(void *ctx, size_t li, const qc_format_desc *f) {
+    qc_engine *e = ctx;
+    eng_linear *L = plan_linear(e, li);
+    if (!L) return strcmp(f->name, "bf16") == 0;
+    for (int a = 0; a <= L->n_alts; a++)
+        if ((a ? L->alts[a - 1].fmt : L->fmt) == f) return 1;
+    return 0;
+}
+
+/* Time `f` on a synthetic [n, k] weight at each m: the kernel linear_run
+ * would pick (and the activation quantizer before it, when it takes one),
+ * one warm-up launch, then REPS launches between two CUDA events. */
+#define TIMING_REPS 5
+static qc_status plan_timer(void *ctx, const qc_format_desc *f, int64_t n, int64_t k, const int64_t *ms, size_t n_ms,
+                            double *us, char (*kid)[64], qc_reason *why, char *err, size_t errlen) {
+    qc_engine *e = ctx;
+    int64_t mmax = 1;
+    for (size_t i = 0; i < n_ms; i++) mmax = ms[i] > mmax ? ms[i] : mmax;
+    eng_linear T;
+    linear_init(&T, "timing", f, n, k);
+    snprintf(T.name, sizeof T.name, "timing %s", f->name);
+    quant_job j = {.e = e, .L = &T, .seed = 0x7117};
+    snprintf(j.what, sizeof j.what, "timing weights (%s)", f->name);
+    qc_gpu_buf x = {0}, xb = {0}, y = {0}, xq = {0}, xs = {0};
+    qc_gpu_event ev0 = NULL, ev1 = NULL;
+    qc_devptr save_q = e->d_xq.ptr, save_s = e->d_xs.ptr;
+    size_t xs_bytes = (size_t)mmax * (size_t)(k / 32 + 1) * 4;
+    qc_status st = quant_one(&j, err, errlen);
+    if (st == QC_OK) st = alloc_buf(e, (size_t)(mmax * k) * 4, QC_MEM_WORKSPACE, "timing x", &x, err, errlen);
+    if (st == QC_OK) st = alloc_buf(e, (size_t)(mmax * k) * 2, QC_MEM_WORKSPACE, "timing x.bf16", &xb, err, errlen);
+    if (st == QC_OK) st = alloc_buf(e, (size_t)(mmax * n) * 4, QC_MEM_WORKSPACE, "timing y", &y, err, errlen);
+    if (st == QC_OK) st = alloc_buf(e, (size_t)(mmax * k), QC_MEM_WORKSPACE, "timing xq", &xq, err, errlen);
+    if (st == QC_OK) st = alloc_buf(e, xs_bytes, QC_MEM_WORKSPACE, "timing xs", &xs, err, errlen);
+    /* activations of 1.0 (f32 and bf16) and scales of 1: finite inputs for every kernel */
+    if (st == QC_OK) st = qc_gpu_memset32(e->g, x.ptr, 0x3f800000u, (size_t)(mmax * k), err, errlen);
+    if (st == QC_OK) st = qc_gpu_memset32(e->g, xb.ptr, 0x3f803f80u, (size_t)(mmax * k) / 2, err, errlen);
+    if (st == QC_OK) st = qc_gpu_memset32(e->g, xs.ptr, 0x3f800000u, xs_bytes / 4, err, errlen);
+    if (st == QC_OK) st = qc_gpu_event_create(e->g, &ev0, err, errlen);
+    if (st == QC_OK) st = qc_gpu_event_create(e->g, &ev1, err, errlen);
+    e->d_xq.ptr = xq.ptr, e->d_xs.ptr = xs.ptr;
+    for (size_t i = 0; i < n_ms && st == QC_OK; i++) {
+        us[i] = -1;
+        kid[i][0] = 0;
+        memset(&why[i], 0, sizeof why[i]);
+        eng_choice *c;
+        char cerr[512];
+        if (linear_choose(e, &T, ms[i], &c, cerr, sizeof cerr) != QC_OK) {
+            qc_reason_set(&why[i], e->choose_code, "%s", cerr);
+            continue;
+        }
+        snprintf(kid[i], sizeof kid[0], "%s%s%s", c->quant ? c->quant->id : "", c->quant ? "+" : "", c->k->id);
+        st = linear_run(e, &T, x.ptr, xb.ptr, y.ptr, ms[i], err, errlen);
+        if (st == QC_OK) st = qc_gpu_event_record(e->g, ev0, err, errlen);
+        for (int r = 0; r < TIMING_REPS && st == QC_OK; r++)
+            st = linear_run(e, &T, x.ptr, xb.ptr, y.ptr, ms[i], err, errlen);
+        if (st == QC_OK) st = qc_gpu_event_record(e->g, ev1, err, errlen);
+        float ms_el = 0;
+        if (st == QC_OK) st = qc_gpu_event_elapsed(e->g, ev0, ev1, &ms_el, err, errlen);
+        if (st == QC_OK) us[i] = ms_el * 1e3 / TIMING_REPS;
+    }
+    if (st == QC_OK) st = qc_gpu_sync(e->g, err, errlen);
+    e->d_xq.ptr = save_q, e->d_xs.ptr = save_s;
+    if (ev0) qc_gpu_event_destroy(e->g, ev0);
+    if (ev1) qc_gpu_event_destroy(e->g, ev1);
+    qc_gpu_free(e->g, &x), qc_gpu_free(e->g, &xb), qc_gpu_free(e->g, &y), qc_gpu_free(e->g, &xq);
+    qc_gpu_free(e->g, &xs);
+    linear_free(e, &T);
+    return st;
+}
+
+/* Formats that take 8-bit activations need the engine's xq/xs workspace. */
+static int needs_xq(const qc_engine *e) {
+    if (e->fmt->act_dtype != QC_DT_BF16 && e->fmt->act_dtype != QC_DT_F32) return 1;
+    for (int b = 0; e->plan && b < e->s.n_layers; b++) {
+        const eng_linear *four[4] = {&e->layers[b].qkv, &e->layers[b].o, &e->layers[b].gate_up, &e->layers[b].down};
+        for (int i = 0; i < 4; i++)
+            for (int a = 0; a <= four[i]->n_alts; a++) {
+                const qc_format_desc *f = a ? four[i]->alts[a - 1].fmt : four[i]->fmt;
+                if (f->act_dtype != QC_DT_BF16 && f->act_dtype != QC_DT_F32) return 1;
+            }
+    }
+    return 0;
+}
+
 static qc_status load_weights(qc_engine *e, qc_model *m, uint64_t seed, char *err, size_t errlen) {
     const qc_model_shape *s = &e->s;
     const qc_format_desc *bf16 = qc_format_find(e->rt, "bf16");
@@ -603,9 +937,14 @@ static qc_status load_weights(qc_engine *e, qc_model *m, uint64_t seed, char *er
         linear_init(&Ly->o, "attn.o", bf16, H, e->q_dim);
         linear_init(&Ly->gate_up, "mlp.gate_up", bf16, 2 * F, H);
         linear_init(&Ly->down, "mlp.down", bf16, H, F);
+        eng_linear *four[4] = {&Ly->qkv, &Ly->o, &Ly->gate_up, &Ly->down};
+        for (int i = 0; i < 4; i++) {
+            snprintf(four[i]->name, sizeof four[i]->name, "blk.%d.%s", b, four[i]->role);
+            if (e->plan) four[i]->plan_layer = 4 * b + i;
+        }
         char what[64];
         uint64_t ls = seed + (uint64_t)b * 1000;
-        int quantized = e->fmt != bf16;
+        int quantized = e->fmt != bf16 || e->plan; /* with a policy: load_planned() below */
         if (quantized) {
             Ly->qkv.fmt = Ly->o.fmt = Ly->gate_up.fmt = Ly->down.fmt = e->fmt;
         }
@@ -675,7 +1014,10 @@ static qc_status load_weights(qc_engine *e, qc_model *m, uint64_t seed, char *er
             if (st != QC_OK) break;
         }
     }
-    if (st == QC_OK && e->fmt != bf16) st = load_quantized(e, m, seed, err, errlen);
+    if (st == QC_OK && e->plan)
+        st = load_planned(e, m, seed, err, errlen);
+    else if (st == QC_OK && e->fmt != bf16)
+        st = load_quantized(e, m, seed, err, errlen);
     /* embedding, final norm, head (kept in bf16) */
     int64_t V = s->vocab;
     linear_init(&e->lm_head, "lm_head", bf16, V, H);
@@ -771,7 +1113,7 @@ static qc_status alloc_activations(qc_engine *e, char *err, size_t errlen) {
         if (st != QC_OK) return st;
     }
     /* 8-bit activations of the widest linear input, scales down to groups of 32 */
-    size_t xq = e->fmt->act_dtype == QC_DT_BF16 || e->fmt->act_dtype == QC_DT_F32 ? 0 : T * wide;
+    size_t xq = needs_xq(e) ? T * wide : 0;
     if (xq && (qc_gpu_alloc(e->g, xq, xq, QC_MEM_WORKSPACE, "quantized activations", &e->d_xq, err, errlen) ||
                qc_gpu_alloc(e->g, (T * (wide / 32 + 1)) * 4, (T * (wide / 32 + 1)) * 4, QC_MEM_WORKSPACE,
                             "activation scales", &e->d_xs, err, errlen)))
@@ -825,6 +1167,8 @@ static qc_status alloc_kv(qc_engine *e, size_t budget, char *err, size_t errlen)
     return QC_OK;
 }
 
+static qc_status make_plan(qc_engine *e, const qc_engine_options *o, char *err, size_t errlen);
+
 qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_engine_options *o, char *err,
                             size_t errlen) {
     if (!rt || !g || !nv || !o || !o->shape) {
@@ -868,8 +1212,8 @@ qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_en
         return NULL;
     }
     e->rt = rt;
-    e->fmt = fmt;
-    e->group_size = group;
+    e->fmt = o->policy ? qc_format_find(rt, "bf16") : fmt; /* with a policy `format` is ignored (the head stays bf16) */
+    e->group_size = o->policy ? 0 : group;
     pthread_mutex_init(&e->upload_mu, NULL);
     e->g = g;
     e->nv = nv;
@@ -918,7 +1262,13 @@ qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_en
             st = QC_ERR_NOMEM;
         }
     }
+    if (st == QC_OK && o->policy) st = make_plan(e, o, err, errlen);
     if (st == QC_OK) st = load_weights(e, o->model, o->seed ? o->seed : 0x5eed, err, errlen);
+    if (st == QC_OK && e->plan) {
+        /* a rebuild may only choose what is on the device now */
+        qc_eplan_freeze(e->plan, plan_resident);
+        policy_picks(e);
+    }
     if (st == QC_OK) {
         int half = s->head_dim / 2;
         float *f = malloc((size_t)half * sizeof(float));
@@ -940,11 +1290,74 @@ qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_en
         qc_engine_destroy(e);
         return NULL;
     }
+    const char *trace = getenv("QCORE_TRACE");
+    if (trace && *trace) {
+        /* every launch timed with CUDA events: graphs would hide them */
+        e->trace = qc_trace_open(trace);
+        e->tracer = qc_gpu_tracer_open(g, rt, e->trace);
+        e->use_graphs = 0;
+    }
+    e->launches0 = qc_gpu_launch_count(g);
+    e->loaded = 1;
     return e;
+}
+
+struct qc_eplan *qc_engine_plan_only(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_engine_options *o, char *err,
+                                     size_t errlen) {
+    if (!rt || !g || !nv || !o || !o->shape || !o->policy) {
+        qc_errf(err, errlen, "engine plan: needs a runtime, a GPU, NVRTC, a model shape and a policy");
+        return NULL;
+    }
+    /* an engine without weights, activations or cache: what timing needs */
+    qc_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        qc_errf(err, errlen, "out of memory");
+        return NULL;
+    }
+    e->rt = rt, e->g = g, e->nv = nv, e->s = *o->shape;
+    e->fmt = qc_format_find(rt, "bf16");
+    e->sm = qc_gpu_get_info(g)->sm;
+    e->max_seqs = o->max_seqs > 0 ? o->max_seqs : 64;
+    e->max_step = o->max_step_tokens > 0 ? o->max_step_tokens : 2048;
+    if (e->max_step < e->max_seqs) e->max_step = e->max_seqs;
+    pthread_mutex_init(&e->upload_mu, NULL);
+    qc_status st = QC_OK;
+    e->kern[K_CAST].id = KERNEL_IDS[K_CAST];
+    e->kern[K_CAST].k = qc_kernel_find(rt, KERNEL_IDS[K_CAST]);
+    qc_reason why;
+    if (!e->kern[K_CAST].k || qc_gpu_kernel_load(g, nv, e->kern[K_CAST].k, &e->kern[K_CAST].fn, &why) != QC_OK) {
+        qc_errf(err, errlen, "engine plan: kernel %s: %s", KERNEL_IDS[K_CAST], e->kern[K_CAST].k ? why.text : "not registered");
+        st = QC_ERR_UNSUPPORTED;
+    }
+    if (st == QC_OK) st = make_plan(e, o, err, errlen);
+    struct qc_eplan *p = e->plan;
+    if (p) qc_eplan_detach(p); /* the callbacks point into this engine */
+    pthread_mutex_destroy(&e->upload_mu);
+    free(e);
+    return st == QC_OK ? p : NULL;
+}
+
+static qc_status make_plan(qc_engine *e, const qc_engine_options *o, char *err, size_t errlen) {
+    double bw = o->bandwidth_gbs * 1e9;
+    if (bw <= 0 && qc_gpu_copy_bandwidth(e->g, &bw, NULL, NULL, err, errlen) != QC_OK) {
+        qc_log(QC_LOG_WARN, "policy: copy bandwidth not measured (%s): the device's ridge is unknown", err);
+        bw = 0;
+    }
+    const qc_gpu_info *gi = qc_gpu_get_info(e->g);
+    qc_eplan_options po = {.rt = e->rt, .shape = &e->s, .policy = o->policy, .sm = e->sm, .sm_count = gi->sm_count,
+                           .device_name = gi->name, .bandwidth_gbs = bw / 1e9, .max_seqs = e->max_seqs,
+                           .max_step = e->max_step, .timer = plan_timer, .can_hold = plan_can_hold, .ctx = e,
+                           .cache_dir = qc_nvrtc_cache_dir(e->nv)};
+    e->plan_model = o->model;
+    e->plan = qc_eplan_build(&po, err, errlen);
+    return e->plan ? QC_OK : QC_ERR_NOMEM;
 }
 
 void qc_engine_destroy(qc_engine *e) {
     if (!e) return;
+    qc_gpu_tracer_close(e->tracer);
+    if (e->trace) qc_trace_close(e->trace);
+    qc_eplan_free(e->plan);
     for (int i = 0; i < e->n_graphs; i++) qc_gpu_graph_destroy(e->g, e->graphs[i].graph);
     if (e->layers)
         for (int b = 0; b < e->s.n_layers; b++) {
@@ -1048,6 +1461,8 @@ static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int
     float eps = (float)s->rms_eps;
     qc_status st;
     qc_devptr none = 0;
+    e->step_decode = decode;
+    if (e->tracer) qc_gpu_tracer_context(e->tracer, "embed", "kernel");
     {
         qc_problem p = problem(rows, H, 0);
         qc_named_arg a[] = {ARG("table", e->embed.ptr), ARG("ids", e->d_ids.ptr), ARG("y", e->x.ptr),
@@ -1058,6 +1473,11 @@ static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int
     int halves = e->rope_halves;
     for (int b = 0; b < s->n_layers; b++) {
         eng_layer *L = &e->layers[b];
+        if (e->tracer) {
+            char blk[16];
+            snprintf(blk, sizeof blk, "blk.%d", b);
+            qc_gpu_tracer_context(e->tracer, blk, "kernel");
+        }
         qc_problem pn = problem(rows, H, 0);
         qc_devptr hin = b > 0 ? e->h.ptr : 0;
         qc_named_arg an[] = {ARG("x", e->x.ptr),         ARG("h", hin),    ARG("weight", L->attn_norm.ptr),
@@ -1092,6 +1512,7 @@ static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int
         if ((st = launch(e, e->kern[K_SWIGLU].k, e->kern[K_SWIGLU].fn, &ps, as, 7, err, errlen))) return st;
         if ((st = linear_run(e, &L->down, e->act.ptr, e->actb.ptr, e->h.ptr, rows, err, errlen))) return st;
     }
+    if (e->tracer) qc_gpu_tracer_context(e->tracer, "head", "kernel");
     return head(e, heads, err, errlen);
 }
 
@@ -1278,6 +1699,7 @@ qc_status qc_engine_step(qc_engine *e, const qc_engine_batch *b, char *err, size
         if (st == QC_OK && b->next) st = qc_gpu_download(e->g, b->next, e->d_next.ptr, (size_t)b->n_seqs * 4, err, errlen);
         if (st == QC_OK && !b->logits && !b->next) st = qc_gpu_sync(e->g, err, errlen);
     }
+    if (st == QC_OK && e->tracer) st = qc_gpu_tracer_flush(e->tracer, err, errlen);
     if (st != QC_OK) {
         /* give back the blocks this step took */
         for (int i = 0; i < b->n_seqs; i++) {
@@ -1306,24 +1728,151 @@ void qc_engine_get_stats(const qc_engine *e, qc_engine_stats *out) {
     const eng_linear *all[4];
     for (int b = 0; b < e->s.n_layers; b++) {
         all[0] = &e->layers[b].qkv, all[1] = &e->layers[b].o, all[2] = &e->layers[b].gate_up, all[3] = &e->layers[b].down;
-        for (int i = 0; i < 4; i++)
-            for (int j = 0; j < all[i]->n_bufs; j++) out->step_weight_bytes += all[i]->bufs[j].resident;
+        for (int i = 0; i < 4; i++) {
+            /* with a policy: the format a batch-1 decode step runs */
+            int v = e->plan && all[i]->pick_gen == qc_eplan_generation(e->plan) ? all[i]->pick[0][0] : 0;
+            const eng_linear *V = v > 0 ? &all[i]->alts[v - 1] : all[i];
+            for (int j = 0; j < V->n_bufs; j++) out->step_weight_bytes += V->bufs[j].resident;
+        }
     }
+    out->launches = qc_gpu_launch_count(e->g) - e->launches0;
+    out->trace_events = qc_gpu_tracer_events(e->tracer);
     for (int j = 0; j < e->lm_head.n_bufs; j++) out->step_weight_bytes += e->lm_head.bufs[j].resident;
 }
 
 void qc_engine_print_kernels(const qc_engine *e, FILE *f) {
     const eng_linear *ls[] = {&e->layers[0].qkv, &e->layers[0].o, &e->layers[0].gate_up, &e->layers[0].down,
                               &e->lm_head};
-    for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) {
-        fprintf(f, "  %-12s [%6lld x %6lld] %s:", ls[i]->role, (long long)ls[i]->n, (long long)ls[i]->k,
-                ls[i]->fmt->name);
-        int any = 0;
-        for (int c = 0; c < KCACHE; c++)
-            if (ls[i]->cache[c].k) {
-                fprintf(f, " m=%lld -> %s", (long long)ls[i]->cache[c].m, ls[i]->cache[c].k->id);
-                any = 1;
+    for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++)
+        for (int a = 0; a <= ls[i]->n_alts; a++) {
+            const eng_linear *V = a ? &ls[i]->alts[a - 1] : ls[i];
+            fprintf(f, "  %-12s [%6lld x %6lld] %s:", V->role, (long long)V->n, (long long)V->k, V->fmt->name);
+            int any = 0;
+            for (int c = 0; c < KCACHE; c++)
+                if (V->cache[c].k) {
+                    fprintf(f, " m=%lld -> %s", (long long)V->cache[c].m, V->cache[c].k->id);
+                    any = 1;
+                }
+            fprintf(f, "%s\n", any ? "" : " (not run yet)");
+        }
+}
+
+const struct qc_eplan *qc_engine_plan(const qc_engine *e) { return e->plan; }
+
+static size_t linear_bytes(const eng_linear *L) {
+    size_t b = 0;
+    for (int j = 0; j < L->n_bufs; j++) b += L->bufs[j].resident;
+    return b;
+}
+
+void qc_engine_print_resident(const qc_engine *e, FILE *f) {
+    const qc_format_desc *fs[16];
+    size_t bytes[16] = {0}, count[16] = {0}, nf = 0;
+    for (int b = 0; b < e->s.n_layers; b++) {
+        const eng_linear *four[4] = {&e->layers[b].qkv, &e->layers[b].o, &e->layers[b].gate_up, &e->layers[b].down};
+        for (int i = 0; i < 4; i++)
+            for (int a = 0; a <= four[i]->n_alts; a++) {
+                const eng_linear *V = a ? &four[i]->alts[a - 1] : four[i];
+                size_t k = 0;
+                while (k < nf && fs[k] != V->fmt) k++;
+                if (k == nf && nf < 16) fs[nf++] = V->fmt;
+                if (k < 16) bytes[k] += linear_bytes(V), count[k]++;
             }
-        fprintf(f, "%s\n", any ? "" : " (not run yet)");
     }
+    fprintf(f, "resident linear weights per format (block linears; q|k|v and gate|up fused):\n");
+    size_t total = 0;
+    for (size_t k = 0; k < nf; k++) {
+        fprintf(f, "  %-10s %4zu linears %10.3f GiB\n", fs[k]->name, count[k], bytes[k] / 1073741824.0);
+        total += bytes[k];
+    }
+    fprintf(f, "  %-10s %4d linear %11.3f GiB%s\n", "lm_head", 1, e->tied ? 0.0 : linear_bytes(&e->lm_head) / 1073741824.0,
+            e->tied ? " (shares the embedding table)" : "");
+    fprintf(f, "  %-10s %16.3f GiB\n", "total", (total + (e->tied ? 0 : linear_bytes(&e->lm_head))) / 1073741824.0);
+}
+
+/* "fmt[/group/scheme];..." of every variant: rows of the recipe fold on it */
+static void variants_key(const eng_linear *L, char *buf, size_t len) {
+    qc_sbuf b = {0};
+    for (int a = 0; a <= L->n_alts; a++) {
+        const eng_linear *V = a ? &L->alts[a - 1] : L;
+        qc_sbuf_printf(&b, "%s/%u/%u;", V->fmt->name, V->group_size, V->scheme);
+    }
+    qc_strlcpy(buf, b.data ? b.data : "", len);
+    qc_sbuf_free(&b);
+}
+
+static json_t *variants_json(const eng_linear *L) {
+    json_t *arr = json_array();
+    for (int a = 0; a <= L->n_alts; a++) {
+        const eng_linear *V = a ? &L->alts[a - 1] : L;
+        json_array_append_new(arr, json_pack("{s:s,s:i,s:i,s:I}", "format", V->fmt->name, "group_size",
+                                             (int)V->group_size, "scheme", (int)V->scheme, "bytes",
+                                             (json_int_t)linear_bytes(V)));
+    }
+    return arr;
+}
+
+void *qc_engine_recipe_json(const qc_engine *e) {
+    json_t *rows = json_array();
+    static const char *names[4] = {"attn.qkv", "attn.o", "mlp.gate_up", "mlp.down"};
+    for (int r = 0; r < 4; r++)
+        for (int b = 0; b < e->s.n_layers;) {
+            const eng_layer *Ly = &e->layers[b];
+            const eng_linear *four[4] = {&Ly->qkv, &Ly->o, &Ly->gate_up, &Ly->down};
+            char key[256], next[256];
+            variants_key(four[r], key, sizeof key);
+            int end = b + 1;
+            for (; end < e->s.n_layers; end++) {
+                const eng_layer *Ln = &e->layers[end];
+                const eng_linear *fn[4] = {&Ln->qkv, &Ln->o, &Ln->gate_up, &Ln->down};
+                variants_key(fn[r], next, sizeof next);
+                if (strcmp(key, next) != 0) break;
+            }
+            char layers[48];
+            snprintf(layers, sizeof layers, end - 1 > b ? "blk.%d-%d" : "blk.%d", b, end - 1);
+            json_array_append_new(rows, json_pack("{s:s,s:s,s:I,s:I,s:o}", "layers", layers, "linear", names[r], "n",
+                                                  (json_int_t)four[r]->n, "k", (json_int_t)four[r]->k,
+                                                  "resident", variants_json(four[r])));
+            b = end;
+        }
+    json_array_append_new(rows, json_pack("{s:s,s:s,s:I,s:I,s:o}", "layers", "lm_head", "linear", "lm_head", "n",
+                                          (json_int_t)e->lm_head.n, "k", (json_int_t)e->lm_head.k, "resident",
+                                          variants_json(&e->lm_head)));
+    return rows;
+}
+
+void *qc_engine_kernels_json(const qc_engine *e) {
+    json_t *arr = json_array();
+    /* every kernel any layer's variant has chosen, with its format and plugin */
+    for (int b = 0; b <= e->s.n_layers; b++) {
+        const eng_linear *four[4] = {NULL, NULL, NULL, NULL};
+        if (b < e->s.n_layers)
+            four[0] = &e->layers[b].qkv, four[1] = &e->layers[b].o, four[2] = &e->layers[b].gate_up,
+            four[3] = &e->layers[b].down;
+        else
+            four[0] = &e->lm_head;
+        for (int i = 0; i < 4 && four[i]; i++)
+            for (int a = 0; a <= four[i]->n_alts; a++) {
+                const eng_linear *V = a ? &four[i]->alts[a - 1] : four[i];
+                for (int c = 0; c < KCACHE; c++) {
+                    const qc_kernel_desc *ks[2] = {V->cache[c].k, V->cache[c].quant};
+                    for (int q = 0; q < 2; q++) {
+                        if (!ks[q]) continue;
+                        int seen = 0;
+                        size_t idx;
+                        json_t *v;
+                        json_array_foreach(arr, idx, v) seen |=
+                            strcmp(json_string_value(json_object_get(v, "id")), ks[q]->id) == 0;
+                        if (!seen)
+                            json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "id", ks[q]->id, "format",
+                                                                 ks[q]->format, "plugin",
+                                                                 qc_format_plugin(e->rt, ks[q]->format)));
+                    }
+                }
+            }
+    }
+    for (int i = 0; i < K_COUNT; i++)
+        json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "id", e->kern[i].id, "format", "bf16", "plugin",
+                                             qc_format_plugin(e->rt, "bf16")));
+    return arr;
 }

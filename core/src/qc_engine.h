@@ -31,6 +31,12 @@ typedef struct qc_engine_options {
      * format's bytes per token. */
     size_t kv_bytes;
     int graphs;                   /* 1: decode steps replay CUDA graphs per batch bucket */
+    /* Issue 9: per-layer formats.  NULL: `format` for every layer.  Else the
+     * policy's prepare() and choose() decide per (layer, phase, power-of-two
+     * bucket of M) from this device's measured timings (docs/policy.md);
+     * `format` is ignored and the head stays bf16. */
+    qc_policy *policy;
+    double bandwidth_gbs;         /* copy bandwidth handed to the policy; 0 = measured here */
 } qc_engine_options;
 
 /* Upload or make the weights, allocate activations and the KV cache (all
@@ -76,11 +82,29 @@ typedef struct qc_engine_stats {
                                      max_seqs x max_context (the capacity a server would get) */
     size_t kv_blocks_free;
     int graphs_captured;
+    uint64_t launches;            /* kernel launches since the engine was made (graph replays not counted) */
+    size_t trace_events;          /* events written to QCORE_TRACE so far (one per launch) */
 } qc_engine_stats;
 void qc_engine_get_stats(const qc_engine *e, qc_engine_stats *out);
 
 /* Which kernel ran for each linear layer role at a step size (one line per
  * role group) - for `qcore bench` and `inspect`. */
 void qc_engine_print_kernels(const qc_engine *e, FILE *f);
+
+/* With a policy: its plan (dispatch table, timings, fallbacks), else NULL. */
+struct qc_eplan;
+const struct qc_eplan *qc_engine_plan(const qc_engine *e);
+/* The plan alone (timings and table, no weights): for `qcore inspect` on a
+ * GPU.  Free it with qc_eplan_free. */
+struct qc_eplan *qc_engine_plan_only(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_engine_options *o, char *err,
+                                     size_t errlen);
+/* Resident bytes of the linear weights per format (with a policy, a layer
+ * may hold several), then the head. */
+void qc_engine_print_resident(const qc_engine *e, FILE *f);
+/* The formats per layer group for the manifest: a JSON array (json_t *),
+ * one row per run of blocks whose linear of a role holds the same formats. */
+void *qc_engine_recipe_json(const qc_engine *e);
+/* Kernel ids each linear role has used so far (JSON array, json_t *). */
+void *qc_engine_kernels_json(const qc_engine *e);
 
 #endif

@@ -121,6 +121,7 @@ typedef struct function_rec {
     char key[65];
     char *entry;
     CUfunction fn;
+    const qc_kernel_desc *desc; /* what qc_gpu_kernel_load loaded it for (launch hooks), or NULL */
 } function_rec;
 
 struct qc_gpu {
@@ -138,6 +139,9 @@ struct qc_gpu {
     size_t n_mods, cap_mods;
     function_rec *fns;
     size_t n_fns, cap_fns;
+    qc_gpu_launch_hook hook;
+    void *hook_ctx;
+    uint64_t launches;
 };
 
 /* ---- errors ---- */
@@ -540,6 +544,7 @@ qc_status qc_gpu_module_load(qc_gpu *g, const qc_cubin *c, const char *entry, qc
     qc_strlcpy(r->key, c->key, sizeof r->key);
     r->entry = e;
     r->fn = f;
+    r->desc = NULL;
     *fn = (qc_gpu_fn)(void *)f;
 out:
     pthread_mutex_unlock(&g->mu);
@@ -575,6 +580,12 @@ qc_status qc_gpu_kernel_load(qc_gpu *g, qc_nvrtc *nv, const qc_kernel_desc *k, q
     char err[QC_REASON_TEXT_MAX];
     st = qc_gpu_module_load(g, &c, k->cuda_entry, fn, err, sizeof err);
     if (st != QC_OK) qc_reason_set(why, "load", "%s: %s", k->id, err);
+    if (st == QC_OK) { /* remember which kernel this function is, for launch hooks */
+        pthread_mutex_lock(&g->mu);
+        for (size_t i = 0; i < g->n_fns; i++)
+            if ((void *)g->fns[i].fn == (void *)*fn && !g->fns[i].desc) g->fns[i].desc = k;
+        pthread_mutex_unlock(&g->mu);
+    }
     qc_cubin_free(&c);
     return st;
 }
@@ -592,6 +603,14 @@ qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *d, void *
     /* an empty grid is a problem with no rows: nothing to do */
     if (!d->grid[0] || !d->grid[1] || !d->grid[2]) return QC_OK;
     CUfunction f = (CUfunction)(void *)fn;
+    const qc_kernel_desc *hk = NULL;
+    if (g->hook) {
+        pthread_mutex_lock(&g->mu);
+        for (size_t i = 0; i < g->n_fns && !hk; i++)
+            if (g->fns[i].fn == f) hk = g->fns[i].desc;
+        pthread_mutex_unlock(&g->mu);
+        g->hook(g->hook_ctx, hk, argv, d, 0);
+    }
     if (d->shared_bytes > SMEM_DEFAULT_LIMIT &&
         cu_fail(g, g->cu.cuFuncSetAttribute(f, CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)d->shared_bytes), err, errlen,
                 "%u bytes of dynamic shared memory (device allows %zu)", d->shared_bytes, g->info.smem_optin))
@@ -602,8 +621,18 @@ qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *d, void *
                 err, errlen, "cuLaunchKernel (grid %ux%ux%u, block %ux%ux%u, %u B shared)", d->grid[0], d->grid[1],
                 d->grid[2], d->block[0], d->block[1], d->block[2], d->shared_bytes))
         return QC_ERR_INTERNAL;
+    g->launches++;
+    if (g->hook) g->hook(g->hook_ctx, hk, argv, d, 1);
     return QC_OK;
 }
+
+void qc_gpu_set_launch_hook(qc_gpu *g, qc_gpu_launch_hook hook, void *ctx) {
+    if (!g) return;
+    g->hook = hook;
+    g->hook_ctx = ctx;
+}
+
+uint64_t qc_gpu_launch_count(const qc_gpu *g) { return g ? g->launches : 0; }
 
 /* ---- launches with TMA tensor maps ---- */
 

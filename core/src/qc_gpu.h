@@ -111,6 +111,17 @@ qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *dims, voi
  * and encodes nothing. */
 qc_status qc_gpu_launch_kernel(qc_gpu *g, const qc_kernel_desc *k, qc_gpu_fn fn, const qc_launch_dims *dims,
                                void **argv, char *err, size_t errlen);
+/* A hook around every launch of this context (QCORE_TRACE): called with
+ * after = 0 just before cuLaunchKernel and after = 1 just after it succeeded,
+ * with the registered kernel the function was loaded for by
+ * qc_gpu_kernel_load (NULL for a bare qc_gpu_module_load) and the launch's
+ * argument array.  NULL removes it.  Not called for empty grids. */
+typedef void (*qc_gpu_launch_hook)(void *ctx, const qc_kernel_desc *k, void **argv, const qc_launch_dims *d,
+                                   int after);
+void qc_gpu_set_launch_hook(qc_gpu *g, qc_gpu_launch_hook hook, void *ctx);
+/* Launches made by this context so far (empty grids excluded). */
+uint64_t qc_gpu_launch_count(const qc_gpu *g);
+
 /* Bytes per element of `t` in a tensor map (8-bit types travel as bytes),
  * 0 when TMA cannot describe it (4-bit types, none). */
 size_t qc_tensor_map_elem_bytes(qc_dtype t);

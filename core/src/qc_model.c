@@ -12,6 +12,7 @@
 #include "qc_ggml.h"
 #include "qc_gguf.h"
 #include "qc_model.h"
+#include "qc_manifest.h"
 #include "qc_report.h"
 #include "qc_safetensors.h"
 #include "qc_tokenizer.h"
@@ -600,6 +601,7 @@ struct qc_tokenizer *qc_model_tokenizer(const qc_model *m) { return m->tok; }
 void qc_model_reset(qc_model *m) { m->pos = 0; }
 const char *qc_model_kv_format(const qc_model *m) { return m->kv_format; }
 size_t qc_model_position(const qc_model *m) { return m->pos; }
+size_t qc_model_kernel_calls(const qc_model *m) { return m->kernel_calls; }
 
 qc_status qc_model_forward(qc_model *m, const int32_t *tokens, size_t n, float *logits, int all_logits, char *err,
                            size_t errlen) {
@@ -765,12 +767,13 @@ qc_status qc_model_write_manifest(const qc_model *m, const char *path, const cha
     snprintf(nvrtc, sizeof nvrtc, dev.nvrtc_available ? "%d.%d" : "absent", dev.nvrtc_major, dev.nvrtc_minor);
     snprintf(driver, sizeof driver, dev.available ? "%d" : "absent", dev.driver_version);
     json_t *root = json_pack(
-        "{s:s,s:s,s:{s:s,s:s,s:o,s:s},s:o,s:{s:s,s:s,s:s},s:{s:s,s:s,s:i,s:o,s:s,s:s,s:s,s:s},s:{s:s,s:s,s:s},s:o,"
+        "{s:s,s:s,s:{s:s,s:s,s:o,s:s},s:o,s:o,s:{s:s,s:s,s:s},s:{s:s,s:s,s:i,s:o,s:s,s:s,s:s,s:s},s:{s:s,s:s,s:s},s:o,"
         "s:{s:s},s:{s:s}}",
         "manifest", "qcore run manifest 1", "command", command ? command : "",
         "model", "id", m->path, "architecture", m->shape.model_type, "files", files, "tokenizer",
         m->gguf ? "gguf metadata" : "tokenizer.json",
         "recipe", recipe_json(m),
+        "dispatch", (json_t *)qc_manifest_dispatch_json(m->dispatch),
         "numerics", "norm_softmax_logits", "f32", "kv_cache", m->kv_format, "residual", "f32",
         "runtime", "engine", "qcore " QCORE_VERSION_STRING, "engine_commit", QC_GIT_COMMIT, "plugin_abi",
         (int)QC_PLUGIN_ABI_VERSION, "plugins", plugins, "gpu_arch", arch, "backend", "cpu reference", "nvrtc", nvrtc,

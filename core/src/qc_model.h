@@ -65,6 +65,7 @@ struct qc_model {
     qc_dispatch *dispatch;
     char path[1024];
     struct qc_trace *trace;      /* QCORE_TRACE=FILE: one event per kernel */
+    size_t kernel_calls;         /* linear and attention calls so far (one trace event each) */
     char kv_format[32];
     int max_context;
     int threads;

@@ -10,7 +10,7 @@
 #include <string.h>
 
 typedef struct trace_ev {
-    char *name, *cat, *plugin, *format, *kernel;
+    char *name, *cat, *plugin, *format, *kernel, *layer;
     int64_t m, n, k;
     double ts, dur; /* microseconds */
 } trace_ev;
@@ -39,6 +39,12 @@ static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
 
 void qc_trace_event(qc_trace *t, const char *name, const char *cat, const char *plugin, const char *format,
                     const char *kernel, int64_t m, int64_t n, int64_t k, double t0, double t1) {
+    qc_trace_event_layer(t, name, cat, NULL, plugin, format, kernel, m, n, k, t0, t1);
+}
+
+void qc_trace_event_layer(qc_trace *t, const char *name, const char *cat, const char *layer, const char *plugin,
+                          const char *format, const char *kernel, int64_t m, int64_t n, int64_t k, double t0,
+                          double t1) {
     if (!t) return;
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 4096;
@@ -52,9 +58,9 @@ void qc_trace_event(qc_trace *t, const char *name, const char *cat, const char *
     }
     trace_ev *e = &t->ev[t->n];
     *e = (trace_ev){dup_or_empty(name), dup_or_empty(cat), dup_or_empty(plugin), dup_or_empty(format),
-                    dup_or_empty(kernel), m, n, k, (t0 - t->t_open) * 1e6, (t1 - t0) * 1e6};
-    if (!e->name || !e->cat || !e->plugin || !e->format || !e->kernel) {
-        free(e->name), free(e->cat), free(e->plugin), free(e->format), free(e->kernel);
+                    dup_or_empty(kernel), dup_or_empty(layer), m, n, k, (t0 - t->t_open) * 1e6, (t1 - t0) * 1e6};
+    if (!e->name || !e->cat || !e->plugin || !e->format || !e->kernel || !e->layer) {
+        free(e->name), free(e->cat), free(e->plugin), free(e->format), free(e->kernel), free(e->layer);
         t->failed = 1;
         return;
     }
@@ -78,10 +84,11 @@ int qc_trace_close(qc_trace *t) {
                 qc_version(), t->failed ? "false" : "true");
         for (size_t i = 0; i < t->n; i++) {
             const trace_ev *e = &t->ev[i];
-            json_t *o = json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:{s:s,s:s,s:s,s:I,s:I,s:I}}", "name", e->name, "cat",
-                                  e->cat, "ph", "X", "ts", e->ts, "dur", e->dur, "pid", 1, "tid", 1, "args", "plugin",
-                                  e->plugin, "format", e->format, "kernel", e->kernel, "M", (json_int_t)e->m, "N",
-                                  (json_int_t)e->n, "K", (json_int_t)e->k);
+            json_t *o = json_pack("{s:s,s:s,s:s,s:f,s:f,s:i,s:i,s:{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:f}}", "name",
+                                  e->name, "cat", e->cat, "ph", "X", "ts", e->ts, "dur", e->dur, "pid", 1, "tid", 1,
+                                  "args", "plugin", e->plugin, "format", e->format, "kernel", e->kernel, "layer",
+                                  e->layer, "M", (json_int_t)e->m, "N", (json_int_t)e->n, "K", (json_int_t)e->k,
+                                  "dur_us", e->dur);
             char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
             if (s) fprintf(f, "%s\n%s", i ? "," : "", s);
             free(s);
@@ -94,7 +101,7 @@ int qc_trace_close(qc_trace *t) {
     }
     for (size_t i = 0; i < t->n; i++) {
         trace_ev *e = &t->ev[i];
-        free(e->name), free(e->cat), free(e->plugin), free(e->format), free(e->kernel);
+        free(e->name), free(e->cat), free(e->plugin), free(e->format), free(e->kernel), free(e->layer);
     }
     free(t->ev);
     free(t->path);

@@ -14,6 +14,10 @@ qc_trace *qc_trace_open(const char *path);
 /* One complete event.  Strings are copied; t0/t1 from qc_now_seconds(). */
 void qc_trace_event(qc_trace *t, const char *name, const char *cat, const char *plugin, const char *format,
                     const char *kernel, int64_t m, int64_t n, int64_t k, double t0, double t1);
+/* The same with the layer it ran for ("blk.3.attn.qkv"; "" when none). */
+void qc_trace_event_layer(qc_trace *t, const char *name, const char *cat, const char *layer, const char *plugin,
+                          const char *format, const char *kernel, int64_t m, int64_t n, int64_t k, double t0,
+                          double t1);
 size_t qc_trace_count(const qc_trace *t);
 /* Write the file and free the trace; returns 0, or -1 with a logged error. */
 int qc_trace_close(qc_trace *t);

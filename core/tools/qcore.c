@@ -6,6 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "qc_engine.h"
+#include "qc_engine_policy.h"
+#include "qc_gpu.h"
+#include "qc_nvrtc.h"
 #include "qc_util.h"
 
 #include "qcore_cli.h"
@@ -51,8 +55,8 @@ static void usage(FILE *f) {
             "  --max-eval-tokens N  eval: use only the first N tokens of the text\n"
             "  --prompts FILE       eval: prompts for greedy agreement (data/eval/prompts.txt)\n"
             "  --agree-tokens N     eval: greedy tokens per prompt (128; 0 = skip)\n"
-            "  --manifest FILE      run/eval: where the run manifest goes (default runs/<time>-<cmd>.json;\n"
-            "                       - for none)\n"
+            "  --manifest FILE      run/eval: write the run manifest (seed 003 section 31) to FILE\n"
+            "                       (default: none; bench writes one next to its --json)\n"
             "  --shapes S           gemm-bench: llama3-8b (default: qkv 6144x4096, o 4096x4096,\n"
             "                       gate_up 28672x4096, down 4096x14336) or N:K,N:K,...\n"
             "  --m LIST             gemm-bench: M values (default 1,2,4,...,8192)\n"
@@ -184,6 +188,41 @@ static void print_formats(cli *c) {
 
 /* ---- policy and dispatch ---- */
 
+/* On a CUDA device: the GPU engine's table for the configured shapes, from
+ * this device's measured kernel times (no weights are loaded).  1 when there
+ * is no device (the caller prints the CPU table), else 0 or an exit code. */
+static int print_dispatch_gpu(cli *c, const qc_model_shape *shape) {
+    char err[1024];
+    qc_gpu *g = qc_gpu_open(0, err, sizeof err);
+    if (!g) return 1;
+    int rc = 0;
+    qc_nvrtc *nv = qc_nvrtc_create(NULL, err, sizeof err);
+    qc_policy *pol = nv ? qc_policy_open(c->policy_path, NULL, err, sizeof err) : NULL;
+    if (!nv || !pol) {
+        fprintf(stderr, "qcore: %s\n", err);
+        qc_nvrtc_destroy(nv);
+        qc_gpu_close(g);
+        return 1 + 1;
+    }
+    /* the buckets qcore bench would use at concurrency 256 with its default step budget */
+    qc_engine_options eo = {.struct_size = sizeof eo, .shape = shape, .max_seqs = 256, .max_step_tokens = 2048,
+                            .policy = pol};
+    struct qc_eplan *p = qc_engine_plan_only(c->rt, g, nv, &eo, err, sizeof err);
+    if (!p) {
+        fprintf(stderr, "qcore: %s\n", err);
+        rc = 1 + 1;
+    } else {
+        printf("GPU engine dispatch (policy %s; decode buckets 1..256, prefill 1..2048):\n", c->policy_path);
+        qc_eplan_print(p, stdout);
+        qc_eplan_print_resident_estimate(p, stdout);
+        qc_eplan_free(p);
+    }
+    qc_policy_close(pol);
+    qc_nvrtc_destroy(nv);
+    qc_gpu_close(g);
+    return rc;
+}
+
 int print_dispatch(cli *c) {
     qc_model_shape shape;
     char err[1024];
@@ -194,6 +233,11 @@ int print_dispatch(cli *c) {
     printf("model shapes: %s (%s, %d blocks, hidden %d, intermediate %d, heads %d/%d kv, vocab %d)\n",
            c->model_config, shape.model_type, shape.n_layers, shape.hidden, shape.intermediate, shape.n_heads,
            shape.n_kv_heads, shape.vocab);
+    if (c->policy_path && c->gpu_table) {
+        int g = print_dispatch_gpu(c, &shape);
+        if (g != 1) return g ? 1 : 0;
+        printf("(no CUDA device: the CPU reference's table follows)\n");
+    }
     qc_policy *pol = NULL;
     if (c->policy_path) {
         pol = qc_policy_open(c->policy_path, NULL, err, sizeof err);
@@ -565,8 +609,10 @@ int main(int argc, char **argv) {
         print_kernel_eligibility(&c);
         if (c.model_from_flag)
             rc = cmd_inspect_model(&c); /* the model's own layers, prepared weights and bytes */
-        else if (c.model_config)
+        else if (c.model_config) {
+            c.gpu_table = 1; /* the GPU engine's table when there is a device */
             rc = print_dispatch(&c);
+        }
     }
     qc_runtime_close(c.rt);
     qc_config_free(c.cfg);

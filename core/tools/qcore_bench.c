@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "qc_engine.h"
+#include "qc_engine_policy.h"
 #include "qc_gpu.h"
+#include "qc_manifest.h"
 #include "qc_model.h"
 #include "qc_nvrtc.h"
 #include "qcore_cli.h"
@@ -48,6 +50,8 @@ typedef struct bench_opts {
     int prompt, output, step_tokens, graphs, warmup;
     int conc[16], n_conc;
     const char *json;
+    const char *policy;   /* --policy: per-layer formats from a Lua policy */
+    const char *manifest; /* --manifest FILE, "-" = none; default next to --json */
     unsigned long long seed;
     size_t kv_bytes;
 } bench_opts;
@@ -180,11 +184,15 @@ static int parse_list(const char *v, int *out, int cap, int *n) {
 }
 
 static void usage_bench(FILE *f) {
-    fprintf(f, "usage: qcore bench [--model-config FILE | --model PATH] [--format bf16] [--prompt N] [--output N]\n"
-               "                   [--concurrency 1,16,64] [--step-tokens N] [--no-graphs] [--kv-gib G]\n"
-               "                   [--seed N] [--json FILE] [--config FILE] [--plugin-path DIR]\n"
+    fprintf(f, "usage: qcore bench [--model-config FILE | --model PATH] [--format bf16 | --policy FILE] [--prompt N]\n"
+               "                   [--output N] [--concurrency 1,16,64] [--step-tokens N] [--no-graphs] [--kv-gib G]\n"
+               "                   [--seed N] [--json FILE] [--manifest FILE|-] [--config FILE] [--plugin-path DIR]\n"
                "Runs seed 002's workload on the GPU engine: synthetic weights made on the GPU from the model\n"
-               "config (default: [model] config of qcore.ini), or a model's own weights with --model.\n");
+               "config (default: [model] config of qcore.ini), or a model's own weights with --model.\n"
+               "--policy: per-layer formats per phase and batch bucket from a Lua policy, decided at load from\n"
+               "this device's measured kernel times (printed with the dispatch table and every fallback).\n"
+               "--manifest: the run manifest (default: <json file>.manifest.json when --json is given).\n"
+               "QCORE_TRACE=FILE: one Chrome trace event per kernel launch (graphs off, each launch timed).\n");
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -193,7 +201,7 @@ int cmd_bench(int argc, char **argv) {
     bench_opts o = {.prompt = 256, .output = 128, .step_tokens = 2048, .graphs = 1, .seed = 1};
     o.conc[0] = 1, o.conc[1] = 16, o.conc[2] = 64, o.n_conc = 3;
     enum { O_CONFIG = 1, O_PLUGIN, O_MCONFIG, O_MODEL, O_FORMAT, O_PROMPT, O_OUTPUT, O_CONC, O_STEP, O_NOGRAPH,
-           O_KV, O_SEED, O_JSON };
+           O_KV, O_SEED, O_JSON, O_POLICY, O_MANIFEST };
     static const struct option opts[] = {
         {"config", required_argument, NULL, O_CONFIG},       {"plugin-path", required_argument, NULL, O_PLUGIN},
         {"model-config", required_argument, NULL, O_MCONFIG}, {"model", required_argument, NULL, O_MODEL},
@@ -202,6 +210,7 @@ int cmd_bench(int argc, char **argv) {
         {"step-tokens", required_argument, NULL, O_STEP},    {"no-graphs", no_argument, NULL, O_NOGRAPH},
         {"kv-gib", required_argument, NULL, O_KV},           {"seed", required_argument, NULL, O_SEED},
         {"json", required_argument, NULL, O_JSON},           {"help", no_argument, NULL, 'h'},
+        {"policy", required_argument, NULL, O_POLICY},       {"manifest", required_argument, NULL, O_MANIFEST},
         {NULL, 0, NULL, 0},
     };
     optind = 1;
@@ -247,6 +256,8 @@ int cmd_bench(int argc, char **argv) {
             break;
         }
         case O_JSON: o.json = optarg; break;
+        case O_POLICY: o.policy = optarg; break;
+        case O_MANIFEST: o.manifest = optarg; break;
         case 'h': usage_bench(stdout); return 0;
         case ':': fprintf(stderr, "qcore bench: option '%s' needs a value\n", argv[optind - 1]); return EXIT_USAGE;
         default: fprintf(stderr, "qcore bench: unknown option '%s' (see qcore bench --help)\n", argv[optind - 1]);
@@ -257,6 +268,11 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "qcore bench: unexpected argument '%s'\n", argv[optind]);
         return EXIT_USAGE;
     }
+    if (o.policy && c.format) {
+        fprintf(stderr, "qcore bench: give --format (one format for every layer) or --policy, not both\n");
+        return EXIT_USAGE;
+    }
+    if (o.policy) c.policy_path = o.policy; /* checked for existence by cli_load_runtime */
     int model_flag = c.model_from_flag;
     const char *model_path = c.model_path;
     int rc = cli_load_runtime(&c);
@@ -267,13 +283,21 @@ int cmd_bench(int argc, char **argv) {
     qc_gpu *g = NULL;
     qc_nvrtc *nv = NULL;
     qc_engine *e = NULL;
+    qc_policy *pol = NULL;
     rc = 1;
-    if (!c.dev.available) {
-        fprintf(stderr, "qcore bench: no CUDA device: %s\n", c.dev.reason);
-        goto out;
+    /* the device is opened below (qc_gpu_open says why when there is none; it
+       also honours QCORE_CUDA_LIBRARY, which the probe does not) */
+    if (o.policy) {
+        pol = qc_policy_open(o.policy, NULL, err, sizeof err);
+        if (!pol) {
+            fprintf(stderr, "qcore bench: policy %s refused:\n%s\n", o.policy, err);
+            goto out;
+        }
     }
     if (model_flag) {
-        qc_model_options mo = {.struct_size = sizeof mo, .path = model_path, .format = c.format ? c.format : "bf16"};
+        /* with a policy the model prepares what the policy keeps (the engine uses what it finds) */
+        qc_model_options mo = {.struct_size = sizeof mo, .path = model_path, .policy = pol,
+                               .format = pol ? NULL : c.format ? c.format : "bf16"};
         model = qc_model_open(c.rt, &mo, err, sizeof err);
         if (!model) {
             fprintf(stderr, "qcore bench: %s\n", err);
@@ -295,7 +319,7 @@ int cmd_bench(int argc, char **argv) {
     g = qc_gpu_open(0, err, sizeof err);
     if (g) nv = qc_nvrtc_create(NULL, err, sizeof err);
     if (!g || !nv) {
-        fprintf(stderr, "qcore bench: %s\n", err);
+        fprintf(stderr, "qcore bench: no CUDA device: %s\n", err);
         goto out;
     }
     int max_conc = 1;
@@ -303,7 +327,8 @@ int cmd_bench(int argc, char **argv) {
     int ctx = o.prompt + o.output;
     qc_engine_options eo = {.struct_size = sizeof eo, .shape = &shape, .model = model, .seed = o.seed,
                             .format = c.format, .max_seqs = max_conc, .max_context = ctx,
-                            .max_step_tokens = o.step_tokens, .kv_bytes = o.kv_bytes, .graphs = o.graphs};
+                            .max_step_tokens = o.step_tokens, .kv_bytes = o.kv_bytes, .graphs = o.graphs,
+                            .policy = pol};
     double tc = qc_now_seconds();
     e = qc_engine_create(c.rt, g, nv, &eo, err, sizeof err);
     if (!e) {
@@ -312,14 +337,23 @@ int cmd_bench(int argc, char **argv) {
     }
     const qc_gpu_info *gi = qc_gpu_get_info(g);
     double bw = 0;
-    if (qc_gpu_copy_bandwidth(g, &bw, NULL, NULL, err, sizeof err) != QC_OK)
+    const qc_eplan *plan = qc_engine_plan(e);
+    if (plan && qc_eplan_device(plan)->mem_bandwidth_gbs > 0)
+        bw = qc_eplan_device(plan)->mem_bandwidth_gbs * 1e9; /* measured once, for the policy */
+    else if (qc_gpu_copy_bandwidth(g, &bw, NULL, NULL, err, sizeof err) != QC_OK)
         fprintf(stderr, "qcore bench: copy bandwidth not measured (%s): no floor\n", err);
     qc_engine_stats st;
     qc_engine_get_stats(e, &st);
     printf("qcore bench: %s, sm_%d, %d SMs\n", gi->name, gi->sm, gi->sm_count);
     printf("model: %s (%s weights), %d layers, hidden %d, heads %d/%d x %d, vocab %d; format %s\n",
            model_flag ? model_path : c.model_config, model_flag ? "file" : "synthetic", shape.n_layers, shape.hidden,
-           shape.n_heads, shape.n_kv_heads, shape.head_dim, shape.vocab, c.format ? c.format : "bf16");
+           shape.n_heads, shape.n_kv_heads, shape.head_dim, shape.vocab,
+           pol ? "per layer (policy)" : c.format ? c.format : "bf16");
+    if (plan) {
+        printf("policy: %s\n", o.policy);
+        qc_eplan_print(plan, stdout);
+        qc_engine_print_resident(e, stdout);
+    }
     printf("workload: prompt %d, output %d, concurrency", o.prompt, o.output);
     for (int i = 0; i < o.n_conc; i++) printf(" %d", o.conc[i]);
     printf(" (2C requests each, at least 4), step budget %d tokens, CUDA graphs %s; engine ready in %.1f s\n",
@@ -356,7 +390,18 @@ int cmd_bench(int argc, char **argv) {
     qc_engine_get_stats(e, &st);
     printf("\nkernels per linear layer (m = rows of the step):\n");
     qc_engine_print_kernels(e, stdout);
-    printf("CUDA graphs captured: %d\n\nmemory ledger:\n", st.graphs_captured);
+    printf("CUDA graphs captured: %d\n", st.graphs_captured);
+    const char *trace = getenv("QCORE_TRACE");
+    printf("kernel launches: %llu (graph replays not counted)", (unsigned long long)st.launches);
+    if (trace && *trace)
+        printf("; trace: %zu events, written to %s at exit (graphs off, each launch timed with CUDA events)",
+               st.trace_events, trace);
+    printf("\n");
+    if (plan) {
+        printf("policy %s: ", o.policy);
+        qc_eplan_print_fallbacks(plan, stdout);
+    }
+    printf("\nmemory ledger:\n");
     qc_gpu_ledger_print(g, stdout);
     if (o.json) {
         FILE *f = fopen(o.json, "w");
@@ -369,7 +414,8 @@ int cmd_bench(int argc, char **argv) {
                    "\"kv_bytes_per_token\": %zu, \"kv_capacity_tokens\": %zu, \"kv_budget_tokens\": %zu, \"copy_gbs\": %.1f, "
                    "\"step_weight_bytes\": %zu, \"decode_floor_ms\": %.4f, \"levels\": [",
                 gi->name, model_flag ? model_path : c.model_config, model_flag ? "false" : "true",
-                c.format ? c.format : "bf16", o.prompt, o.output, o.graphs ? "true" : "false", st.weight_bytes,
+                o.policy ? "per layer (policy)" : c.format ? c.format : "bf16", o.prompt, o.output,
+                o.graphs ? "true" : "false", st.weight_bytes,
                 st.kv_bytes, st.kv_bytes_per_token, st.kv_capacity_tokens, st.kv_budget_tokens, bw / 1e9,
                 st.step_weight_bytes, floor_ms);
         for (int i = 0; i < o.n_conc; i++)
@@ -379,12 +425,34 @@ int cmd_bench(int argc, char **argv) {
                     i ? ", " : "", res[i].concurrency, res[i].requests, res[i].seconds, res[i].out_tok_s,
                     res[i].total_tok_s, res[i].ttft_med, res[i].ttft_p99, res[i].itl_med, res[i].itl_p99,
                     isnan(res[i].decode_step_ms) ? -1.0 : res[i].decode_step_ms);
-        fprintf(f, "]}\n");
+        fprintf(f, "], \"policy\": \"%s\", \"launches\": %llu}\n", o.policy ? o.policy : "",
+                (unsigned long long)st.launches);
         fclose(f);
+    }
+    /* the run manifest: next to the results unless asked elsewhere */
+    char mpath[1100] = "";
+    if (o.manifest && strcmp(o.manifest, "-") != 0)
+        qc_strlcpy(mpath, o.manifest, sizeof mpath);
+    else if (!o.manifest && o.json) {
+        size_t l = strlen(o.json);
+        snprintf(mpath, sizeof mpath, "%.*s.manifest.json", (int)(l > 5 && strcmp(o.json + l - 5, ".json") == 0 ? l - 5 : l),
+                 o.json);
+    }
+    if (mpath[0]) {
+        qc_manifest_info mi = {.command = "bench", .model_path = model_flag ? model_path : NULL,
+                               .model_config = model_flag ? NULL : c.model_config, .synthetic = !model_flag,
+                               .shape = &shape, .rt = c.rt, .engine = e, .gpu = g, .nvrtc = nv,
+                               .policy_path = o.policy, .format = c.format ? c.format : (o.policy ? NULL : "bf16"),
+                               .kv_format = "bf16", .perf_results = o.json, .trace = trace && *trace ? trace : NULL};
+        if (qc_manifest_write(mpath, &mi, err, sizeof err) == QC_OK)
+            printf("manifest: %s\n", mpath);
+        else
+            fprintf(stderr, "qcore bench: manifest not written: %s\n", err);
     }
     rc = 0;
 out:
     qc_engine_destroy(e);
+    qc_policy_close(pol);
     qc_nvrtc_destroy(nv);
     qc_gpu_close(g);
     qc_model_close(model);

@@ -18,18 +18,10 @@
 
 /* Write the manifest for this command; a failure is reported, not fatal. */
 static void write_manifest(cli *c, qc_model *m, const char *command, const char *results) {
-    if (c->manifest && strcmp(c->manifest, "-") == 0) return;
+    /* only when asked: --manifest FILE (run and eval write no result file of their own to sit beside) */
+    if (!c->manifest || strcmp(c->manifest, "-") == 0) return;
     char path[512], err[512];
-    if (c->manifest) {
-        qc_strlcpy(path, c->manifest, sizeof path);
-    } else {
-        time_t now = time(NULL);
-        struct tm tm;
-        gmtime_r(&now, &tm);
-        mkdir("runs", 0755);
-        snprintf(path, sizeof path, "runs/%04d%02d%02d-%02d%02d%02d-%s.json", tm.tm_year + 1900, tm.tm_mon + 1,
-                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, command);
-    }
+    qc_strlcpy(path, c->manifest, sizeof path);
     if (qc_model_write_manifest(m, path, command, c->format ? NULL : c->policy_path, results, err, sizeof err) ==
         QC_OK)
         printf("manifest: %s\n", path);
@@ -270,6 +262,10 @@ int cmd_run(cli *c, int overview) {
             qc_model_print_formats(m, QC_PHASE_DECODE, 1, stdout);
             printf("kv cache: %s\n", qc_model_kv_format(m));
             qc_dispatch_print_fallbacks(qc_model_dispatch(m), stdout);
+            const char *trace = getenv("QCORE_TRACE");
+            printf("kernel calls: %zu (linear and attention)%s%s%s\n", qc_model_kernel_calls(m),
+                   trace && *trace ? "; trace: one event each, written to " : "", trace && *trace ? trace : "",
+                   trace && *trace ? " at exit" : "");
             char results[512];
             snprintf(results, sizeof results,
                      "{\"prompt_tokens\":%zu,\"generated_tokens\":%d,\"ttft_s\":%.6f,\"decode_tokens_per_s\":%.3f,"

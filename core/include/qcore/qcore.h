@@ -250,6 +250,14 @@ typedef struct qc_dispatch_options {
     size_t n_decode;
     const int64_t *prefill_batches; /* NULL = 128 512 2048 8192 */
     size_t n_prefill;
+    /* Optional, for a backend that knows more than the kernels' own checks
+     * (the GPU engine): called for every candidate that passed them and the
+     * policy's prepare list.  Returns 0 to refuse it with `why`, else 1, and
+     * may set *time_us (measured time, left < 0 when not measured). */
+    int (*candidate)(void *ctx, size_t layer, const qc_format_desc *f, const qc_problem *p, double *time_us,
+                     qc_reason *why);
+    void *candidate_ctx;
+    const char *backend;            /* name in printed tables; NULL = "cuda" or "cpu reference" */
 } qc_dispatch_options;
 
 /* Ask the policy (or, with policy NULL, the built-in preference order) for
@@ -279,6 +287,9 @@ const qc_dispatch_entry *qc_dispatch_lookup(const qc_dispatch *d, size_t layer, 
 void qc_dispatch_print(const qc_dispatch *d, void *file /* FILE* */);
 /* Only the fallbacks, each distinct one once ("fallbacks: none" if none). */
 void qc_dispatch_print_fallbacks(const qc_dispatch *d, void *file);
+/* The policy's name as the table records it. */
+const char *qc_dispatch_policy(const qc_dispatch *d);
+const qc_layer_list *qc_dispatch_layers(const qc_dispatch *d);
 
 /* ---- models and the CPU reference forward pass ------------------------- */
 
@@ -311,6 +322,9 @@ const char *qc_model_kv_format(const qc_model *m);
 /* Forget the KV cache (a new sequence starts at position 0). */
 void qc_model_reset(qc_model *m);
 size_t qc_model_position(const qc_model *m);
+/* Kernel calls (linear layers and attention) the forward passes made so
+ * far: with QCORE_TRACE=FILE, the trace holds one event for each. */
+size_t qc_model_kernel_calls(const qc_model *m);
 /* Run n tokens at the current position and append them to the KV cache.
  * logits receives [n, vocab] when all_logits, else the last row only. */
 qc_status qc_model_forward(qc_model *m, const int32_t *tokens, size_t n, float *logits, int all_logits,
