@@ -50,6 +50,7 @@ typedef struct bench_opts {
     const char *json;
     unsigned long long seed;
     size_t kv_bytes;
+    const char *kv_format; /* NULL = bf16 */
 } bench_opts;
 
 typedef struct bench_result {
@@ -181,7 +182,7 @@ static int parse_list(const char *v, int *out, int cap, int *n) {
 
 static void usage_bench(FILE *f) {
     fprintf(f, "usage: qcore bench [--model-config FILE | --model PATH] [--format bf16] [--prompt N] [--output N]\n"
-               "                   [--concurrency 1,16,64] [--step-tokens N] [--no-graphs] [--kv-gib G]\n"
+               "                   [--concurrency 1,16,64] [--step-tokens N] [--no-graphs] [--kv-gib G] [--kv bf16|kv_fp8]\n"
                "                   [--seed N] [--json FILE] [--config FILE] [--plugin-path DIR]\n"
                "Runs seed 002's workload on the GPU engine: synthetic weights made on the GPU from the model\n"
                "config (default: [model] config of qcore.ini), or a model's own weights with --model.\n");
@@ -193,7 +194,7 @@ int cmd_bench(int argc, char **argv) {
     bench_opts o = {.prompt = 256, .output = 128, .step_tokens = 2048, .graphs = 1, .seed = 1};
     o.conc[0] = 1, o.conc[1] = 16, o.conc[2] = 64, o.n_conc = 3;
     enum { O_CONFIG = 1, O_PLUGIN, O_MCONFIG, O_MODEL, O_FORMAT, O_PROMPT, O_OUTPUT, O_CONC, O_STEP, O_NOGRAPH,
-           O_KV, O_SEED, O_JSON };
+           O_KV, O_SEED, O_JSON, O_KVFMT };
     static const struct option opts[] = {
         {"config", required_argument, NULL, O_CONFIG},       {"plugin-path", required_argument, NULL, O_PLUGIN},
         {"model-config", required_argument, NULL, O_MCONFIG}, {"model", required_argument, NULL, O_MODEL},
@@ -202,6 +203,7 @@ int cmd_bench(int argc, char **argv) {
         {"step-tokens", required_argument, NULL, O_STEP},    {"no-graphs", no_argument, NULL, O_NOGRAPH},
         {"kv-gib", required_argument, NULL, O_KV},           {"seed", required_argument, NULL, O_SEED},
         {"json", required_argument, NULL, O_JSON},           {"help", no_argument, NULL, 'h'},
+        {"kv", required_argument, NULL, O_KVFMT},
         {NULL, 0, NULL, 0},
     };
     optind = 1;
@@ -247,6 +249,7 @@ int cmd_bench(int argc, char **argv) {
             break;
         }
         case O_JSON: o.json = optarg; break;
+        case O_KVFMT: o.kv_format = optarg; break;
         case 'h': usage_bench(stdout); return 0;
         case ':': fprintf(stderr, "qcore bench: option '%s' needs a value\n", argv[optind - 1]); return EXIT_USAGE;
         default: fprintf(stderr, "qcore bench: unknown option '%s' (see qcore bench --help)\n", argv[optind - 1]);
@@ -303,7 +306,8 @@ int cmd_bench(int argc, char **argv) {
     int ctx = o.prompt + o.output;
     qc_engine_options eo = {.struct_size = sizeof eo, .shape = &shape, .model = model, .seed = o.seed,
                             .format = c.format, .max_seqs = max_conc, .max_context = ctx,
-                            .max_step_tokens = o.step_tokens, .kv_bytes = o.kv_bytes, .graphs = o.graphs};
+                            .max_step_tokens = o.step_tokens, .kv_bytes = o.kv_bytes, .graphs = o.graphs,
+                            .kv_format = o.kv_format};
     double tc = qc_now_seconds();
     e = qc_engine_create(c.rt, g, nv, &eo, err, sizeof err);
     if (!e) {
@@ -329,6 +333,22 @@ int cmd_bench(int argc, char **argv) {
            (double)st.weight_bytes / 1073741824.0, (double)st.kv_bytes / 1073741824.0, st.kv_bytes_per_token,
            st.kv_capacity_tokens, o.kv_bytes ? "--kv-gib" : "free memory less 10% of the device",
            st.kv_budget_tokens);
+    {
+        /* the same budget as a bf16 cache (block 0 of each is reserved for padding rows) */
+        qc_engine_kv_info ki;
+        qc_engine_get_kv_info(e, &ki);
+        size_t bf16_tok = st.kv_bytes_per_token / st.kv_elem_bytes * 2, blk = 16 * st.kv_bytes_per_token;
+        size_t blocks = blk ? st.kv_budget_bytes / blk : 0, bf16_blocks = st.kv_budget_bytes / (16 * bf16_tok);
+        size_t bf16_tokens = bf16_blocks > 1 ? (bf16_blocks - 1) * 16 : 0;
+        printf("KV format %s (%zu byte%s per element; variant %u, scales K %g V %g: %s): %zu bytes/token vs %zu for "
+               "bf16; the budget of %.3f GiB holds %zu blocks vs %zu bf16 blocks (%.4fx), %zu tokens vs %zu "
+               "(%.4fx)\n",
+               ki.format, ki.elem_bytes, ki.elem_bytes == 1 ? "" : "s", ki.variant, (double)ki.k_scale,
+               (double)ki.v_scale, ki.scale_source, st.kv_bytes_per_token, bf16_tok,
+               (double)st.kv_budget_bytes / 1073741824.0, blocks, bf16_blocks,
+               bf16_blocks ? (double)blocks / (double)bf16_blocks : 0.0, st.kv_budget_tokens, bf16_tokens,
+               bf16_tokens ? (double)st.kv_budget_tokens / (double)bf16_tokens : 0.0);
+    }
     /* a short warm-up compiles nothing new later and captures the graph of batch 1 */
     {
         bench_opts w = o;
@@ -366,11 +386,13 @@ int cmd_bench(int argc, char **argv) {
         }
         fprintf(f, "{\"device\": \"%s\", \"model\": \"%s\", \"synthetic\": %s, \"format\": \"%s\", \"prompt\": %d, "
                    "\"output\": %d, \"graphs\": %s, \"weight_bytes\": %zu, \"kv_bytes\": %zu, "
-                   "\"kv_bytes_per_token\": %zu, \"kv_capacity_tokens\": %zu, \"kv_budget_tokens\": %zu, \"copy_gbs\": %.1f, "
+                   "\"kv_format\": \"%s\", \"kv_bytes_per_token\": %zu, \"kv_capacity_tokens\": %zu, \"kv_budget_tokens\": %zu, "
+                   "\"kv_budget_bytes\": %zu, \"copy_gbs\": %.1f, "
                    "\"step_weight_bytes\": %zu, \"decode_floor_ms\": %.4f, \"levels\": [",
                 gi->name, model_flag ? model_path : c.model_config, model_flag ? "false" : "true",
                 c.format ? c.format : "bf16", o.prompt, o.output, o.graphs ? "true" : "false", st.weight_bytes,
-                st.kv_bytes, st.kv_bytes_per_token, st.kv_capacity_tokens, st.kv_budget_tokens, bw / 1e9,
+                st.kv_bytes, st.kv_format, st.kv_bytes_per_token, st.kv_capacity_tokens, st.kv_budget_tokens,
+                st.kv_budget_bytes, bw / 1e9,
                 st.step_weight_bytes, floor_ms);
         for (int i = 0; i < o.n_conc; i++)
             fprintf(f, "%s{\"concurrency\": %d, \"requests\": %d, \"seconds\": %.4f, \"output_tok_s\": %.2f, "
