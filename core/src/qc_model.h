@@ -66,6 +66,10 @@ struct qc_model {
     char path[1024];
     struct qc_trace *trace;      /* QCORE_TRACE=FILE: one event per kernel */
     char kv_format[32];
+    /* a KV-cache format other than bf16: its C reference write and read
+     * ("<format>.write_ref" / ".read_ref", scale 1.0 per tensor, variant 0),
+     * applied to every K and V row as it enters the cache */
+    const qc_kernel_desc *kv_write_ref, *kv_read_ref;
     int max_context;
     int threads;
     int64_t group_notes[8];      /* K values already warned about a smaller group */
