@@ -379,6 +379,8 @@ int cmd_bench(int argc, char **argv) {
     printf("CUDA graphs captured: %d\n\nmemory ledger:\n", st.graphs_captured);
     qc_gpu_ledger_print(g, stdout);
     if (o.json) {
+        qc_engine_kv_info kvi;
+        qc_engine_get_kv_info(e, &kvi);
         FILE *f = fopen(o.json, "w");
         if (!f) {
             fprintf(stderr, "qcore bench: cannot write %s\n", o.json);
@@ -387,12 +389,13 @@ int cmd_bench(int argc, char **argv) {
         fprintf(f, "{\"device\": \"%s\", \"model\": \"%s\", \"synthetic\": %s, \"format\": \"%s\", \"prompt\": %d, "
                    "\"output\": %d, \"graphs\": %s, \"weight_bytes\": %zu, \"kv_bytes\": %zu, "
                    "\"kv_format\": \"%s\", \"kv_bytes_per_token\": %zu, \"kv_capacity_tokens\": %zu, \"kv_budget_tokens\": %zu, "
-                   "\"kv_budget_bytes\": %zu, \"copy_gbs\": %.1f, "
+                   "\"kv_budget_bytes\": %zu, \"kv_variant\": %u, \"kv_k_scale\": %g, \"kv_v_scale\": %g, "
+                   "\"kv_scale_source\": \"%s\", \"copy_gbs\": %.1f, "
                    "\"step_weight_bytes\": %zu, \"decode_floor_ms\": %.4f, \"levels\": [",
                 gi->name, model_flag ? model_path : c.model_config, model_flag ? "false" : "true",
                 c.format ? c.format : "bf16", o.prompt, o.output, o.graphs ? "true" : "false", st.weight_bytes,
                 st.kv_bytes, st.kv_format, st.kv_bytes_per_token, st.kv_capacity_tokens, st.kv_budget_tokens,
-                st.kv_budget_bytes, bw / 1e9,
+                st.kv_budget_bytes, kvi.variant, (double)kvi.k_scale, (double)kvi.v_scale, kvi.scale_source, bw / 1e9,
                 st.step_weight_bytes, floor_ms);
         for (int i = 0; i < o.n_conc; i++)
             fprintf(f, "%s{\"concurrency\": %d, \"requests\": %d, \"seconds\": %.4f, \"output_tok_s\": %.2f, "

@@ -354,8 +354,6 @@ static const qc_kernel_param PREFILL_PARAMS[] = {
     {"variant", QC_PARAM_U32},
 };
 
-static const char *const NVRTC_OPTS[] = {"-std=c++17", NULL};
-
 #define N_OF(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
 
 static qc_kernel_desc gpu_kernel(const char *id, const qc_kernel_param *params, uint32_t n, void (*ref)(void),
@@ -373,7 +371,6 @@ static qc_kernel_desc gpu_kernel(const char *id, const qc_kernel_param *params, 
         .reference = ref,
         .cuda_source = src,
         .cuda_entry = entry,
-        .nvrtc_options = NVRTC_OPTS,
         .launch_dims = dims,
         .eligible = eligible,
     };
