@@ -381,7 +381,12 @@ static void case_qkv(ctx *c, int64_t m, int heads, int kvh, int d, int halves, i
         written += kr[i] != CODE_POISON;
         if (vg[i] != vr[i]) vdiff++;
         if (kg[i] != kr[i]) {
-            int adj = ((kg[i] ^ kr[i]) & 0x80) == 0 && abs((kg[i] & 0x7f) - (kr[i] & 0x7f)) == 1;
+            /* neighbours: one step of the format apart (relative 2^-3 E4M3, 2^-2 E5M2), or both within
+               one subnormal unit of zero (a sign flip of a value that rounds to zero) */
+            double a = variant == V_E5M2 ? qc_fp8_e5m2_decode(kg[i]) : qc_fp8_e4m3_decode(kg[i]);
+            double r = variant == V_E5M2 ? qc_fp8_e5m2_decode(kr[i]) : qc_fp8_e4m3_decode(kr[i]);
+            double rel = variant == V_E5M2 ? 0.25 : 0.125, unit = variant == V_E5M2 ? 0x1p-16 : 0x1p-9;
+            int adj = fabs(a - r) <= rel * fmax(fabs(a), fabs(r)) || (fabs(a) <= unit && fabs(r) <= unit);
             if (adj && kr[i] != CODE_POISON && kg[i] != CODE_POISON) kstep++;
             else kbad++;
         }
