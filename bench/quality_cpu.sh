@@ -33,4 +33,5 @@ run "mxfp4 (E2M1, E8M0 per 32)" --policy "$(policy mxfp4)"
 run "w4a16:g128 (re-quantized, sym; g64 where K=576), +head" --format w4a16:g128
 run "fp8:block (128x128 / 1x128), +head" --format fp8:block
 run "policies/latency.lua (w4a16 + INT8 head)" --policy policies/latency.lua
+run "bf16 weights, FP8 KV cache (kv_fp8: E4M3, scale 1.0 per tensor)" --format bf16 --kv kv_fp8
 echo "written: $out"

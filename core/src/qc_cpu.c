@@ -236,6 +236,30 @@ static void attention(qc_model *m, int layer, int64_t rows, size_t pos0) {
         if (started[t]) pthread_join(tid[t], NULL);
 }
 
+/* rows x kv_dim values through a KV format's C reference: codes (its
+ * write_ref, scale 1.0 per tensor, variant 0) decoded back (read_ref) into
+ * the f32 cache rows at dst. */
+static qc_status kv_store_ref(qc_model *m, const float *src, float *dst, int64_t rows, char *err, size_t errlen) {
+    int64_t kvh = m->shape.n_kv_heads, hd = m->shape.head_dim;
+    uint8_t *codes = malloc((size_t)(rows * kvh * hd) * 2); /* room for a 16-bit format too */
+    if (!codes) {
+        qc_errf(err, errlen, "out of memory");
+        return QC_ERR_NOMEM;
+    }
+    float one = 1.f;
+    uint32_t variant = 0;
+    const void *psrc = src, *pcodes = codes, *pdst = dst, *pscale = &one;
+    qc_named_arg a[] = {{"src", &psrc},      {"cache", &pcodes},   {"dst", &pdst},     {"scales", &pscale},
+                        {"variant", &variant}, {"tokens", &rows},  {"kv_heads", &kvh}, {"head_dim", &hd}};
+    void *argv[16];
+    qc_status st = qc_kernel_bind(m->kv_write_ref, a, 8, argv, 16, err, errlen);
+    if (st == QC_OK) st = qc_kernel_call_reference(m->kv_write_ref, argv, err, errlen);
+    if (st == QC_OK) st = qc_kernel_bind(m->kv_read_ref, a, 8, argv, 16, err, errlen);
+    if (st == QC_OK) st = qc_kernel_call_reference(m->kv_read_ref, argv, err, errlen);
+    free(codes);
+    return st;
+}
+
 qc_status qc_cpu_forward(qc_model *m, const int32_t *tokens, size_t n, float *logits, int all_logits, char *err,
                          size_t errlen) {
     const qc_model_shape *s = &m->shape;
@@ -271,11 +295,18 @@ qc_status qc_cpu_forward(qc_model *m, const int32_t *tokens, size_t n, float *lo
         }
         rope(m, m->s_q, rows, s->n_heads, m->pos);
         rope(m, m->s_k, rows, s->n_kv_heads, m->pos);
-        /* the cache holds what a bf16 cache stores */
+        /* the cache holds what the cache format stores: bf16, or the KV
+           format's codes decoded by its own C reference */
         size_t base = ((size_t)b * m->max_context + m->pos) * (size_t)kvdim;
-        for (int64_t i = 0; i < rows * kvdim; i++) {
-            m->k_cache[base + i] = qc_round_bf16(m->s_k[i]);
-            m->v_cache[base + i] = qc_round_bf16(m->s_v[i]);
+        if (m->kv_write_ref) {
+            if ((st = kv_store_ref(m, m->s_k, m->k_cache + base, rows, err, errlen)) ||
+                (st = kv_store_ref(m, m->s_v, m->v_cache + base, rows, err, errlen)))
+                return st;
+        } else {
+            for (int64_t i = 0; i < rows * kvdim; i++) {
+                m->k_cache[base + i] = qc_round_bf16(m->s_k[i]);
+                m->v_cache[base + i] = qc_round_bf16(m->s_v[i]);
+            }
         }
         double ta = m->trace ? qc_now_seconds() : 0;
         attention(m, b, rows, m->pos);

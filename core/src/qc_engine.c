@@ -68,6 +68,7 @@ typedef struct eng_layer {
     qc_gpu_buf attn_norm, ffn_norm, q_norm, k_norm, qkv_bias;
     eng_linear qkv, o, gate_up, down;
     qc_gpu_buf k_cache, v_cache; /* views into the engine's cache buffers (not owned) */
+    qc_devptr k_scale, v_scale;  /* the layer's [kv_heads] KV scales in kv_scales (0 for bf16) */
 } eng_layer;
 
 typedef struct eng_kernel {
@@ -108,7 +109,15 @@ struct qc_engine {
     int tied;
     /* the KV cache: [layer][block][kv_head][QC_KV_BLOCK][head_dim] bf16, K and V */
     qc_gpu_buf kc, vc;
-    size_t n_blocks, kv_token_bytes, kv_budget_tokens;
+    size_t n_blocks, kv_token_bytes, kv_budget_tokens, kv_budget_bytes;
+    /* its format: NULL = bf16 (the core kernels), else a KV_CACHE format's kernels (plugin.h contract) */
+    const qc_format_desc *kv_fmt;
+    size_t kv_elem;               /* bytes per element */
+    uint32_t kv_variant;
+    float kv_k_scale, kv_v_scale;
+    int kv_scale_option;          /* the scales came from the options */
+    char kv_ids[4][64];           /* its kernel ids: qkv, decode, reduce, prefill */
+    qc_gpu_buf kv_scales;         /* f32 [2 (K, V)][layers][kv_heads] */
     int *free_blocks;
     size_t n_free;
     /* sequences */
@@ -1124,8 +1133,9 @@ static qc_status alloc_activations(qc_engine *e, char *err, size_t errlen) {
 
 static qc_status alloc_kv(qc_engine *e, size_t budget, char *err, size_t errlen) {
     const qc_model_shape *s = &e->s;
-    size_t block_bytes = (size_t)QC_KV_BLOCK * (size_t)e->kv_dim * 2; /* one of K or V, one layer */
-    e->kv_token_bytes = (size_t)s->n_layers * 2 * (size_t)e->kv_dim * 2;
+    /* one of K or V, one layer; the element size is the KV format's */
+    size_t block_bytes = (size_t)QC_KV_BLOCK * (size_t)e->kv_dim * e->kv_elem;
+    e->kv_token_bytes = (size_t)s->n_layers * 2 * (size_t)e->kv_dim * e->kv_elem;
     if (!budget) {
         size_t free_b = 0, total = 0;
         qc_status st = qc_gpu_mem_info(e->g, &free_b, &total, err, errlen);
@@ -1134,6 +1144,7 @@ static qc_status alloc_kv(qc_engine *e, size_t budget, char *err, size_t errlen)
         size_t reserve = total / 10 > ((size_t)1 << 30) ? total / 10 : ((size_t)1 << 30);
         budget = free_b > reserve ? free_b - reserve : 0;
     }
+    e->kv_budget_bytes = budget;
     size_t per_block = block_bytes * 2 * (size_t)s->n_layers;
     size_t want = (size_t)e->max_seqs * (size_t)e->max_blocks + 1;
     e->n_blocks = budget / per_block;
@@ -1157,6 +1168,22 @@ static qc_status alloc_kv(qc_engine *e, size_t budget, char *err, size_t errlen)
         st = qc_gpu_memset32(e->g, e->layers[b].k_cache.ptr, 0, block_bytes / 4, err, errlen);
         if (st == QC_OK) st = qc_gpu_memset32(e->g, e->layers[b].v_cache.ptr, 0, block_bytes / 4, err, errlen);
     }
+    if (st == QC_OK && e->kv_fmt) { /* the scales, one per layer and kv head, K then V */
+        size_t n = (size_t)s->n_layers * (size_t)s->n_kv_heads;
+        float *sc = malloc(2 * n * sizeof(float));
+        if (!sc) {
+            qc_errf(err, errlen, "out of memory");
+            return QC_ERR_NOMEM;
+        }
+        for (size_t i = 0; i < n; i++) sc[i] = e->kv_k_scale, sc[n + i] = e->kv_v_scale;
+        st = upload_new(e, sc, 2 * n * sizeof(float), QC_MEM_KV, "KV cache scales", &e->kv_scales, err, errlen);
+        free(sc);
+        for (int b = 0; b < s->n_layers && st == QC_OK; b++) {
+            e->layers[b].k_scale = e->kv_scales.ptr + (qc_devptr)b * (qc_devptr)s->n_kv_heads * 4;
+            e->layers[b].v_scale = e->layers[b].k_scale + (qc_devptr)n * 4;
+        }
+    }
+    if (st != QC_OK) return st;
     e->free_blocks = malloc(e->n_blocks * sizeof(int));
     if (!e->free_blocks) {
         qc_errf(err, errlen, "out of memory");
@@ -1168,6 +1195,55 @@ static qc_status alloc_kv(qc_engine *e, size_t budget, char *err, size_t errlen)
 }
 
 static qc_status make_plan(qc_engine *e, const qc_engine_options *o, char *err, size_t errlen);
+/* A KV-cache format other than bf16: its descriptor, element size, scales
+ * and the four kernels of the contract in qcore/plugin.h, each eligible for
+ * this shape on this device (else the error names the kernel and reason). */
+static qc_status kv_format_resolve(qc_engine *e, const qc_engine_options *o, char *err, size_t errlen) {
+    const char *name = o->kv_format;
+    const qc_format_desc *f = qc_format_find(e->rt, name);
+    if (!f || f->kind != QC_FORMAT_KV_CACHE) {
+        qc_errf(err, errlen, "engine: KV format '%s' is not a registered KV-cache format", name);
+        return QC_ERR_UNSUPPORTED;
+    }
+    if (f->bits_per_weight != 8 && f->bits_per_weight != 16) {
+        qc_errf(err, errlen, "engine: KV format '%s': %g bits per element (the paged cache takes 8 or 16)", name,
+                f->bits_per_weight);
+        return QC_ERR_UNSUPPORTED;
+    }
+    float ks = o->kv_k_scale, vs = o->kv_v_scale;
+    if (!(ks >= 0 && ks < INFINITY) || !(vs >= 0 && vs < INFINITY)) {
+        qc_errf(err, errlen, "engine: KV format '%s': scales %g / %g must be finite and positive (0 = 1.0)", name,
+                (double)ks, (double)vs);
+        return QC_ERR_INVALID;
+    }
+    e->kv_fmt = f;
+    e->kv_elem = (size_t)(f->bits_per_weight / 8);
+    e->kv_variant = o->kv_variant;
+    e->kv_scale_option = ks > 0 || vs > 0;
+    e->kv_k_scale = ks > 0 ? ks : 1.f;
+    e->kv_v_scale = vs > 0 ? vs : 1.f;
+    static const char *const suffix[4] = {QC_KV_KERNEL_QKV, QC_KV_KERNEL_DECODE, QC_KV_KERNEL_REDUCE,
+                                          QC_KV_KERNEL_PREFILL};
+    for (int i = 0; i < 4; i++) {
+        snprintf(e->kv_ids[i], sizeof e->kv_ids[i], "%s%s", name, suffix[i]);
+        const qc_kernel_desc *k = qc_kernel_find(e->rt, e->kv_ids[i]);
+        if (!k) {
+            qc_errf(err, errlen, "engine: KV format '%s' has no GPU kernel %s (see the KV-format contract in "
+                    "qcore/plugin.h)", name, e->kv_ids[i]);
+            return QC_ERR_UNSUPPORTED;
+        }
+        qc_problem p;
+        qc_attn_problem(&p, 1, e->s.n_heads, e->s.n_kv_heads, e->s.head_dim, e->max_blocks);
+        if (i == 0) p.n += e->s.n_kv_heads; /* qkv_rope_kv: q + kv heads */
+        p.sm = (uint32_t)e->sm;
+        qc_reason why;
+        if (!qc_select_kernel(k, f, &p, 1, &why)) {
+            qc_errf(err, errlen, "engine: KV format '%s': %s: %s: %s", name, e->kv_ids[i], why.code, why.text);
+            return QC_ERR_UNSUPPORTED;
+        }
+    }
+    return QC_OK;
+}
 
 qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_engine_options *o, char *err,
                             size_t errlen) {
@@ -1229,16 +1305,23 @@ qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_en
     e->qkv_n = e->q_dim + 2 * e->kv_dim;
     e->use_graphs = o->graphs;
     e->rope_halves = o->model ? o->model->rope == QC_ROPE_HALVES : 1;
+    e->kv_elem = 2;
+    const char *ids[K_COUNT];
+    memcpy(ids, KERNEL_IDS, sizeof ids);
     qc_status st = QC_OK;
+    if (o->kv_format && strcmp(o->kv_format, "bf16") != 0 && (st = kv_format_resolve(e, o, err, errlen)) == QC_OK) {
+        ids[K_QKV] = e->kv_ids[0], ids[K_ATTN_DECODE] = e->kv_ids[1];
+        ids[K_ATTN_REDUCE] = e->kv_ids[2], ids[K_ATTN_PREFILL] = e->kv_ids[3];
+    }
     for (int i = 0; i < K_COUNT && st == QC_OK; i++) {
-        e->kern[i].id = KERNEL_IDS[i];
-        e->kern[i].k = qc_kernel_find(rt, KERNEL_IDS[i]);
+        e->kern[i].id = ids[i];
+        e->kern[i].k = qc_kernel_find(rt, ids[i]);
         qc_reason why;
         if (!e->kern[i].k) {
-            qc_errf(err, errlen, "engine: kernel %s is not registered", KERNEL_IDS[i]);
+            qc_errf(err, errlen, "engine: kernel %s is not registered", ids[i]);
             st = QC_ERR_UNSUPPORTED;
         } else if (qc_gpu_kernel_load(g, nv, e->kern[i].k, &e->kern[i].fn, &why) != QC_OK) {
-            qc_errf(err, errlen, "engine: kernel %s: %s: %s", KERNEL_IDS[i], why.code, why.text);
+            qc_errf(err, errlen, "engine: kernel %s: %s: %s", ids[i], why.code, why.text);
             st = QC_ERR_UNSUPPORTED;
         }
     }
@@ -1371,7 +1454,7 @@ void qc_engine_destroy(qc_engine *e) {
                           &e->y,      &e->yb,       &e->qkv,      &e->q,      &e->att,         &e->attb,
                           &e->h,      &e->gu,       &e->act,      &e->actb,   &e->logits,      &e->logits_rows,
                           &e->d_ids,  &e->d_pos,    &e->d_slots,  &e->d_last, &e->d_qstart,    &e->d_ctx,
-                          &e->d_tables, &e->d_next, &e->d_work, &e->d_xq, &e->d_xs};
+                          &e->d_tables, &e->d_next, &e->d_work, &e->d_xq, &e->d_xs, &e->kv_scales};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) qc_gpu_free(e->g, bufs[i]);
     free(e->layers), free(e->free_blocks), free(e->seq_open), free(e->seq_len), free(e->seq_blocks);
     free(e->seq_nblocks), free(e->h_ids), free(e->h_pos), free(e->h_slots), free(e->h_last), free(e->h_qstart);
@@ -1417,13 +1500,19 @@ static qc_status attention(qc_engine *e, eng_layer *L, int64_t rows, int n_seqs,
                         ARG("block_tables", e->d_tables.ptr), ARG("ctx_lens", e->d_ctx.ptr), ARG("q_start", e->d_qstart.ptr),
                         ARG("out", e->att.ptr),        ARG("work", e->d_work.ptr),     ARG("n_seqs", ns),
                         ARG("n_heads", heads),         ARG("n_kv_heads", kvh),         ARG("head_dim", hd),
-                        ARG("max_blocks", mb),         ARG("scale", scale)};
+                        ARG("max_blocks", mb),         ARG("scale", scale),
+                        ARG(QC_KV_PARAM_K_SCALE, L->k_scale), ARG(QC_KV_PARAM_V_SCALE, L->v_scale),
+                        ARG(QC_KV_PARAM_VARIANT, e->kv_variant)};
     size_t na = sizeof a / sizeof a[0];
     void *argv[MAX_ARGS];
     qc_launch_dims d1, d2;
     qc_status st;
+    qc_problem pa; /* a KV format's kernels give their own geometry */
+    qc_attn_problem(&pa, decode ? ns : rows, heads, kvh, hd, decode ? mb : ns);
+    pa.sm = (uint32_t)e->sm;
     if (decode) {
         qc_attn_decode_dims(ns, heads, kvh, hd, mb, &d1, &d2);
+        if (e->kv_fmt) e->kern[K_ATTN_DECODE].k->launch_dims(&pa, &d1), e->kern[K_ATTN_REDUCE].k->launch_dims(&pa, &d2);
         if ((st = qc_kernel_bind(e->kern[K_ATTN_DECODE].k, a, na, argv, MAX_ARGS, err, errlen)) ||
             (st = qc_gpu_launch(e->g, e->kern[K_ATTN_DECODE].fn, &d1, argv, err, errlen)) ||
             (st = qc_kernel_bind(e->kern[K_ATTN_REDUCE].k, a, na, argv, MAX_ARGS, err, errlen)))
@@ -1431,6 +1520,7 @@ static qc_status attention(qc_engine *e, eng_layer *L, int64_t rows, int n_seqs,
         return qc_gpu_launch(e->g, e->kern[K_ATTN_REDUCE].fn, &d2, argv, err, errlen);
     }
     qc_attn_prefill_dims(rows, ns, heads, kvh, hd, &d1);
+    if (e->kv_fmt) e->kern[K_ATTN_PREFILL].k->launch_dims(&pa, &d1);
     if ((st = qc_kernel_bind(e->kern[K_ATTN_PREFILL].k, a, na, argv, MAX_ARGS, err, errlen))) return st;
     return qc_gpu_launch(e->g, e->kern[K_ATTN_PREFILL].fn, &d1, argv, err, errlen);
 }
@@ -1495,8 +1585,9 @@ static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int
                              ARG("k_norm", L->k_norm.ptr), ARG("m", rows),
                              ARG("heads", heads_q),        ARG("kv_heads", heads_kv),
                              ARG("head_dim", hd),          ARG("halves", halves),
-                             ARG("eps", eps)};
-        if ((st = launch(e, e->kern[K_QKV].k, e->kern[K_QKV].fn, &pq, aq, 17, err, errlen))) return st;
+                             ARG("eps", eps),              ARG(QC_KV_PARAM_K_SCALE, L->k_scale),
+                             ARG(QC_KV_PARAM_V_SCALE, L->v_scale), ARG(QC_KV_PARAM_VARIANT, e->kv_variant)};
+        if ((st = launch(e, e->kern[K_QKV].k, e->kern[K_QKV].fn, &pq, aq, 20, err, errlen))) return st;
         if ((st = attention(e, L, rows, n_seqs, decode, err, errlen))) return st;
         if ((st = linear_run(e, &L->o, e->att.ptr, 0, e->h.ptr, rows, err, errlen))) return st;
         qc_named_arg a2[] = {ARG("x", e->x.ptr),     ARG("h", e->h.ptr),       ARG("weight", L->ffn_norm.ptr),
@@ -1724,6 +1815,9 @@ void qc_engine_get_stats(const qc_engine *e, qc_engine_stats *out) {
     out->kv_capacity_tokens = (e->n_blocks - 1) * QC_KV_BLOCK;
     out->kv_blocks_free = e->n_free;
     out->kv_budget_tokens = e->kv_budget_tokens;
+    out->kv_format = e->kv_fmt ? e->kv_fmt->name : "bf16";
+    out->kv_elem_bytes = e->kv_elem;
+    out->kv_budget_bytes = e->kv_budget_bytes;
     out->graphs_captured = e->n_graphs;
     const eng_linear *all[4];
     for (int b = 0; b < e->s.n_layers; b++) {
@@ -1875,4 +1969,14 @@ void *qc_engine_kernels_json(const qc_engine *e) {
         json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "id", e->kern[i].id, "format", "bf16", "plugin",
                                              qc_format_plugin(e->rt, "bf16")));
     return arr;
+}
+
+void qc_engine_get_kv_info(const qc_engine *e, qc_engine_kv_info *out) {
+    memset(out, 0, sizeof *out);
+    out->format = e->kv_fmt ? e->kv_fmt->name : "bf16";
+    out->elem_bytes = e->kv_elem;
+    out->variant = e->kv_variant;
+    out->k_scale = e->kv_fmt ? e->kv_k_scale : 1.f;
+    out->v_scale = e->kv_fmt ? e->kv_v_scale : 1.f;
+    out->scale_source = !e->kv_fmt ? "none" : e->kv_scale_option ? "option" : "default 1.0";
 }

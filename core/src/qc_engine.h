@@ -37,6 +37,16 @@ typedef struct qc_engine_options {
      * `format` is ignored and the head stays bf16. */
     qc_policy *policy;
     double bandwidth_gbs;         /* copy bandwidth handed to the policy; 0 = measured here */
+    /* The KV cache format: NULL or "bf16" = the core's bf16 cache, else a
+     * registered QC_FORMAT_KV_CACHE format with the GPU kernels of the
+     * contract in qcore/plugin.h ("kv_fp8").  Its scales: kv_variant (the
+     * format's variant id, 0 = its default: kv_fp8 E4M3 with one scale per
+     * K and per V cache of each layer) and kv_k_scale / kv_v_scale (0 = 1.0:
+     * E4M3 then holds |x| <= 448 at a relative step of 2^-4, vLLM's default
+     * without checkpoint scales; no calibration pass yet). */
+    const char *kv_format;
+    uint32_t kv_variant;
+    float kv_k_scale, kv_v_scale;
 } qc_engine_options;
 
 /* Upload or make the weights, allocate activations and the KV cache (all
@@ -84,8 +94,24 @@ typedef struct qc_engine_stats {
     int graphs_captured;
     uint64_t launches;            /* kernel launches since the engine was made (graph replays not counted) */
     size_t trace_events;          /* events written to QCORE_TRACE so far (one per launch) */
+    const char *kv_format;        /* "bf16" or the KV format's name */
+    size_t kv_elem_bytes;         /* bytes per cached element (2 bf16, 1 kv_fp8) */
+    size_t kv_budget_bytes;       /* the KV byte budget (the option, or free memory less the reserve);
+                                     kv_budget_tokens = (budget / (16 x bytes/token) - 1) x 16: block 0
+                                     is reserved for padding rows */
 } qc_engine_stats;
 void qc_engine_get_stats(const qc_engine *e, qc_engine_stats *out);
+
+/* The KV cache's format and scales, for run manifests: what was asked
+ * (options) and where the scales came from. */
+typedef struct qc_engine_kv_info {
+    const char *format;           /* "bf16" or the KV format's name */
+    size_t elem_bytes;
+    uint32_t variant;             /* the format's variant id (0 for bf16) */
+    float k_scale, v_scale;       /* every layer's and kv head's scale (1 for bf16) */
+    const char *scale_source;     /* "none" (bf16), "default 1.0", "option" */
+} qc_engine_kv_info;
+void qc_engine_get_kv_info(const qc_engine *e, qc_engine_kv_info *out);
 
 /* Which kernel ran for each linear layer role at a step size (one line per
  * role group) - for `qcore bench` and `inspect`. */

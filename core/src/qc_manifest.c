@@ -181,6 +181,15 @@ qc_status qc_manifest_write(const char *path, const qc_manifest_info *mi, char *
     }
     json_object_set_new(root, "recipe", recipe);
     json_object_set_new(root, "kv_cache", json_string(mi->kv_format ? mi->kv_format : "bf16"));
+    if (mi->engine) { /* the KV format's scales and where they came from (issue 8) */
+        qc_engine_kv_info kvi;
+        qc_engine_get_kv_info(mi->engine, &kvi);
+        json_object_set_new(root, "kv_cache_detail",
+                            json_pack("{s:s,s:I,s:I,s:f,s:f,s:s}", "format", kvi.format, "elem_bytes",
+                                      (json_int_t)kvi.elem_bytes, "variant", (json_int_t)kvi.variant, "k_scale",
+                                      (double)kvi.k_scale, "v_scale", (double)kvi.v_scale, "scale_source",
+                                      kvi.scale_source));
+    }
     /* kernels and plugins */
     if (mi->engine) json_object_set_new(root, "kernels", qc_engine_kernels_json(mi->engine));
     json_t *plugins = json_array();

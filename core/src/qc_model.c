@@ -535,9 +535,18 @@ qc_model *qc_model_open(qc_runtime *rt, const qc_model_options *opt, char *err, 
     /* KV cache */
     qc_strlcpy(m->kv_format, o.kv_format ? o.kv_format : "bf16", sizeof m->kv_format);
     if (strcmp(m->kv_format, "bf16") != 0) {
-        qc_errf(err, errlen, "KV cache format '%s' is not available on the CPU reference yet; use bf16",
-                m->kv_format);
-        goto fail;
+        const qc_format_desc *kf = qc_format_find(m->rt, m->kv_format);
+        char wid[64], rid[64];
+        snprintf(wid, sizeof wid, "%s.write_ref", m->kv_format);
+        snprintf(rid, sizeof rid, "%s.read_ref", m->kv_format);
+        m->kv_write_ref = kf && kf->kind == QC_FORMAT_KV_CACHE ? qc_kernel_find(m->rt, wid) : NULL;
+        m->kv_read_ref = kf && kf->kind == QC_FORMAT_KV_CACHE ? qc_kernel_find(m->rt, rid) : NULL;
+        if (!m->kv_write_ref || !m->kv_read_ref || !m->kv_write_ref->reference || !m->kv_read_ref->reference) {
+            qc_errf(err, errlen, "KV cache format '%s': %s", m->kv_format,
+                    !kf || kf->kind != QC_FORMAT_KV_CACHE ? "not a registered KV-cache format"
+                                                          : "no C reference write_ref/read_ref kernels for the CPU");
+            goto fail;
+        }
     }
     m->max_context = o.max_context > 0 ? o.max_context : (m->shape.max_positions < 4096 ? m->shape.max_positions : 4096);
     size_t kv_elems = (size_t)m->shape.n_layers * (size_t)m->max_context * (size_t)m->shape.n_kv_heads *
@@ -549,7 +558,7 @@ qc_model *qc_model_open(qc_runtime *rt, const qc_model_options *opt, char *err, 
                 kv_elems * 8 >> 20);
         goto fail;
     }
-    m->kv_bytes_resident = kv_elems * 2 * 2; /* bf16 K and V */
+    m->kv_bytes_resident = kv_elems * 2 * (m->kv_write_ref ? 1 : 2); /* 8-bit or bf16 K and V */
     m->threads = o.threads;
     const char *trace = getenv("QCORE_TRACE");
     if (trace && *trace) m->trace = qc_trace_open(trace);

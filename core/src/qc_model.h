@@ -67,6 +67,10 @@ struct qc_model {
     struct qc_trace *trace;      /* QCORE_TRACE=FILE: one event per kernel */
     size_t kernel_calls;         /* linear and attention calls so far (one trace event each) */
     char kv_format[32];
+    /* a KV-cache format other than bf16: its C reference write and read
+     * ("<format>.write_ref" / ".read_ref", scale 1.0 per tensor, variant 0),
+     * applied to every K and V row as it enters the cache */
+    const qc_kernel_desc *kv_write_ref, *kv_read_ref;
     int max_context;
     int threads;
     int64_t group_notes[8];      /* K values already warned about a smaller group */

@@ -359,6 +359,57 @@ static void print_kernel_eligibility(cli *c) {
     for (int t = 0; t < n_seen; t++) printf("    - %s\n", seen[t]);
 }
 
+/* The KV-cache formats' GPU kernels (the engine contract of qcore/plugin.h)
+ * on a few attention shapes and on sm_75: eligible, or the refusal's code,
+ * each distinct refusal sentence once.  A refused format leaves the engine
+ * on the bf16 cache (the core's kernels). */
+static void print_kv_eligibility(cli *c) {
+    uint32_t sm = c->dev.available ? (uint32_t)c->dev.sm : 90;
+    static const struct {
+        const char *label;
+        int heads, kv, hd;
+        uint32_t sm; /* 0 = this device's */
+    } SH[] = {{"32/8 d128", 32, 8, 128, 0}, {"9/3 d64", 9, 3, 64, 0}, {"32/8 d96", 32, 8, 96, 0}, {"sm_75", 32, 8, 128, 75}};
+    static const char *const SUFFIX[] = {QC_KV_KERNEL_QKV, QC_KV_KERNEL_DECODE, QC_KV_KERNEL_REDUCE,
+                                         QC_KV_KERNEL_PREFILL};
+    printf("KV-cache formats' GPU kernels on sm_%u (q/kv heads, head_dim; '+' eligible, else the refusal code; "
+           "bf16 is the core's and the fallback):\n", sm);
+    printf("  %-28s %-10s %-10s %-10s %-10s\n", "kernel", SH[0].label, SH[1].label, SH[2].label, SH[3].label);
+    char seen[16][QC_REASON_TEXT_MAX];
+    int n_seen = 0, any = 0;
+    for (size_t i = 0; i < qc_format_count(c->rt); i++) {
+        const qc_format_desc *f = qc_format_get(c->rt, i);
+        if (f->kind != QC_FORMAT_KV_CACHE) continue;
+        any = 1;
+        for (size_t j = 0; j < sizeof SUFFIX / sizeof SUFFIX[0]; j++) {
+            char id[96];
+            snprintf(id, sizeof id, "%s%s", f->name, SUFFIX[j]);
+            const qc_kernel_desc *k = qc_kernel_find(c->rt, id);
+            printf("  %-28s", id);
+            if (!k) {
+                printf(" missing: the engine refuses %s (bf16 cache instead)\n", f->name);
+                continue;
+            }
+            for (size_t s = 0; s < sizeof SH / sizeof SH[0]; s++) {
+                qc_problem p = {.struct_size = sizeof p, .sm = SH[s].sm ? SH[s].sm : sm, .m = 1,
+                                .n = SH[s].heads + (j == 0 ? SH[s].kv : 0), .k = SH[s].hd,
+                                .group_size = (uint32_t)SH[s].kv, .scheme = 64};
+                qc_reason why;
+                int ok = qc_select_kernel(k, f, &p, 1, &why);
+                printf(" %-10s", ok ? "+" : why.code);
+                if (!ok) {
+                    int dup = 0;
+                    for (int t = 0; t < n_seen; t++) dup |= strcmp(seen[t], why.text) == 0;
+                    if (!dup && n_seen < 16) snprintf(seen[n_seen++], sizeof seen[0], "%s", why.text);
+                }
+            }
+            printf("\n");
+        }
+    }
+    if (!any) printf("  (no KV-cache format is loaded)\n");
+    for (int t = 0; t < n_seen; t++) printf("    - %s\n", seen[t]);
+}
+
 /* ---- main ---- */
 
 int cli_load_runtime(cli *c) {
@@ -607,6 +658,7 @@ int main(int argc, char **argv) {
         print_device(&c.dev);
         print_eligibility(&c);
         print_kernel_eligibility(&c);
+        print_kv_eligibility(&c);
         if (c.model_from_flag)
             rc = cmd_inspect_model(&c); /* the model's own layers, prepared weights and bytes */
         else if (c.model_config) {

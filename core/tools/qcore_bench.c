@@ -54,6 +54,7 @@ typedef struct bench_opts {
     const char *manifest; /* --manifest FILE, "-" = none; default next to --json */
     unsigned long long seed;
     size_t kv_bytes;
+    const char *kv_format; /* NULL = bf16 */
 } bench_opts;
 
 typedef struct bench_result {
@@ -186,7 +187,8 @@ static int parse_list(const char *v, int *out, int cap, int *n) {
 static void usage_bench(FILE *f) {
     fprintf(f, "usage: qcore bench [--model-config FILE | --model PATH] [--format bf16 | --policy FILE] [--prompt N]\n"
                "                   [--output N] [--concurrency 1,16,64] [--step-tokens N] [--no-graphs] [--kv-gib G]\n"
-               "                   [--seed N] [--json FILE] [--manifest FILE|-] [--config FILE] [--plugin-path DIR]\n"
+               "                   [--kv bf16|kv_fp8] [--seed N] [--json FILE] [--manifest FILE|-] [--config FILE]\n"
+               "                   [--plugin-path DIR]\n"
                "Runs seed 002's workload on the GPU engine: synthetic weights made on the GPU from the model\n"
                "config (default: [model] config of qcore.ini), or a model's own weights with --model.\n"
                "--policy: per-layer formats per phase and batch bucket from a Lua policy, decided at load from\n"
@@ -195,13 +197,61 @@ static void usage_bench(FILE *f) {
                "QCORE_TRACE=FILE: one Chrome trace event per kernel launch (graphs off, each launch timed).\n");
 }
 
+/* With a policy and no --kv: the policy's kv_cache() answer among the
+ * registered KV-cache formats that carry the engine's kernels (plugin.h
+ * contract); anything else is a stated fallback to bf16.  `out` gets the
+ * format, `note` what was decided and why. */
+static void bench_policy_kv(qc_runtime *rt, qc_policy *pol, const qc_gpu_info *gi, char *out, size_t outlen,
+                            char *note, size_t notelen) {
+    qc_policy_device dev = {.name = gi->name, .sm = gi->sm, .sm_count = gi->sm_count};
+    qc_policy_candidate kc[8];
+    size_t nkc = 0;
+    for (size_t i = 0; i < qc_format_count(rt) && nkc < 8; i++) {
+        const qc_format_desc *f = qc_format_get(rt, i);
+        if (f->kind != QC_FORMAT_KV_CACHE) continue;
+        memset(&kc[nkc], 0, sizeof kc[nkc]);
+        kc[nkc].format = f->name;
+        kc[nkc].time_us = -1;
+        kc[nkc].bytes_per_weight = f->effective_bits / 8;
+        char id[96];
+        snprintf(id, sizeof id, "%s%s", f->name, QC_KV_KERNEL_DECODE);
+        kc[nkc].eligible = qc_kernel_find(rt, id) != NULL;
+        if (!kc[nkc].eligible) qc_reason_set(&kc[nkc].reason, "missing", "%s registers no GPU kernel %s", f->name, id);
+        nkc++;
+    }
+    char kv[64] = "", err[512] = "";
+    qc_strlcpy(out, "bf16", outlen);
+    if (qc_policy_kv_format(pol, &dev, kc, nkc, kv, sizeof kv, err, sizeof err) != QC_OK) {
+        char *nl = strchr(err, '\n');
+        if (nl) *nl = 0;
+        snprintf(note, notelen, "bf16 (fallback: the policy's kv_cache() failed: %s)", err);
+        return;
+    }
+    if (!kv[0] || strcmp(kv, "bf16") == 0) {
+        snprintf(note, notelen, "bf16 (%s)", kv[0] ? "policy" : "the policy has no kv_cache()");
+        return;
+    }
+    for (size_t i = 0; i < nkc; i++)
+        if (strcmp(kc[i].format, kv) == 0) {
+            if (kc[i].eligible) {
+                qc_strlcpy(out, kv, outlen);
+                snprintf(note, notelen, "%s (policy)", kv);
+            } else {
+                snprintf(note, notelen, "bf16 (fallback: the policy wanted %s: %s: %s)", kv, kc[i].reason.code,
+                         kc[i].reason.text);
+            }
+            return;
+        }
+    snprintf(note, notelen, "bf16 (fallback: the policy wanted '%s', which is not a KV-cache format)", kv);
+}
+
 int cmd_bench(int argc, char **argv) {
     cli c = {0};
     c.command = "bench";
     bench_opts o = {.prompt = 256, .output = 128, .step_tokens = 2048, .graphs = 1, .seed = 1};
     o.conc[0] = 1, o.conc[1] = 16, o.conc[2] = 64, o.n_conc = 3;
     enum { O_CONFIG = 1, O_PLUGIN, O_MCONFIG, O_MODEL, O_FORMAT, O_PROMPT, O_OUTPUT, O_CONC, O_STEP, O_NOGRAPH,
-           O_KV, O_SEED, O_JSON, O_POLICY, O_MANIFEST };
+           O_KV, O_SEED, O_JSON, O_POLICY, O_MANIFEST, O_KVFMT };
     static const struct option opts[] = {
         {"config", required_argument, NULL, O_CONFIG},       {"plugin-path", required_argument, NULL, O_PLUGIN},
         {"model-config", required_argument, NULL, O_MCONFIG}, {"model", required_argument, NULL, O_MODEL},
@@ -211,6 +261,7 @@ int cmd_bench(int argc, char **argv) {
         {"kv-gib", required_argument, NULL, O_KV},           {"seed", required_argument, NULL, O_SEED},
         {"json", required_argument, NULL, O_JSON},           {"help", no_argument, NULL, 'h'},
         {"policy", required_argument, NULL, O_POLICY},       {"manifest", required_argument, NULL, O_MANIFEST},
+        {"kv", required_argument, NULL, O_KVFMT},
         {NULL, 0, NULL, 0},
     };
     optind = 1;
@@ -258,6 +309,7 @@ int cmd_bench(int argc, char **argv) {
         case O_JSON: o.json = optarg; break;
         case O_POLICY: o.policy = optarg; break;
         case O_MANIFEST: o.manifest = optarg; break;
+        case O_KVFMT: o.kv_format = optarg; break;
         case 'h': usage_bench(stdout); return 0;
         case ':': fprintf(stderr, "qcore bench: option '%s' needs a value\n", argv[optind - 1]); return EXIT_USAGE;
         default: fprintf(stderr, "qcore bench: unknown option '%s' (see qcore bench --help)\n", argv[optind - 1]);
@@ -325,12 +377,23 @@ int cmd_bench(int argc, char **argv) {
     int max_conc = 1;
     for (int i = 0; i < o.n_conc; i++) max_conc = o.conc[i] > max_conc ? o.conc[i] : max_conc;
     int ctx = o.prompt + o.output;
+    char kv_policy[64] = "", kv_note[600] = "";
+    if (pol && !o.kv_format) {
+        bench_policy_kv(c.rt, pol, qc_gpu_get_info(g), kv_policy, sizeof kv_policy, kv_note, sizeof kv_note);
+        printf("kv cache: %s\n", kv_note);
+        o.kv_format = kv_policy;
+    }
     qc_engine_options eo = {.struct_size = sizeof eo, .shape = &shape, .model = model, .seed = o.seed,
                             .format = c.format, .max_seqs = max_conc, .max_context = ctx,
                             .max_step_tokens = o.step_tokens, .kv_bytes = o.kv_bytes, .graphs = o.graphs,
-                            .policy = pol};
+                            .policy = pol, .kv_format = o.kv_format};
     double tc = qc_now_seconds();
     e = qc_engine_create(c.rt, g, nv, &eo, err, sizeof err);
+    if (!e && kv_policy[0] && strcmp(kv_policy, "bf16") != 0) { /* the policy's KV format refused here: say so, go on */
+        printf("kv cache: bf16 (fallback: the policy's %s failed: %s)\n", kv_policy, err);
+        eo.kv_format = o.kv_format = NULL;
+        e = qc_engine_create(c.rt, g, nv, &eo, err, sizeof err);
+    }
     if (!e) {
         fprintf(stderr, "qcore bench: %s\n", err);
         goto out;
@@ -363,6 +426,22 @@ int cmd_bench(int argc, char **argv) {
            (double)st.weight_bytes / 1073741824.0, (double)st.kv_bytes / 1073741824.0, st.kv_bytes_per_token,
            st.kv_capacity_tokens, o.kv_bytes ? "--kv-gib" : "free memory less 10% of the device",
            st.kv_budget_tokens);
+    {
+        /* the same budget as a bf16 cache (block 0 of each is reserved for padding rows) */
+        qc_engine_kv_info ki;
+        qc_engine_get_kv_info(e, &ki);
+        size_t bf16_tok = st.kv_bytes_per_token / st.kv_elem_bytes * 2, blk = 16 * st.kv_bytes_per_token;
+        size_t blocks = blk ? st.kv_budget_bytes / blk : 0, bf16_blocks = st.kv_budget_bytes / (16 * bf16_tok);
+        size_t bf16_tokens = bf16_blocks > 1 ? (bf16_blocks - 1) * 16 : 0;
+        printf("KV format %s (%zu byte%s per element; variant %u, scales K %g V %g: %s): %zu bytes/token vs %zu for "
+               "bf16; the budget of %.3f GiB holds %zu blocks vs %zu bf16 blocks (%.4fx), %zu tokens vs %zu "
+               "(%.4fx)\n",
+               ki.format, ki.elem_bytes, ki.elem_bytes == 1 ? "" : "s", ki.variant, (double)ki.k_scale,
+               (double)ki.v_scale, ki.scale_source, st.kv_bytes_per_token, bf16_tok,
+               (double)st.kv_budget_bytes / 1073741824.0, blocks, bf16_blocks,
+               bf16_blocks ? (double)blocks / (double)bf16_blocks : 0.0, st.kv_budget_tokens, bf16_tokens,
+               bf16_tokens ? (double)st.kv_budget_tokens / (double)bf16_tokens : 0.0);
+    }
     /* a short warm-up compiles nothing new later and captures the graph of batch 1 */
     {
         bench_opts w = o;
@@ -404,6 +483,8 @@ int cmd_bench(int argc, char **argv) {
     printf("\nmemory ledger:\n");
     qc_gpu_ledger_print(g, stdout);
     if (o.json) {
+        qc_engine_kv_info kvi;
+        qc_engine_get_kv_info(e, &kvi);
         FILE *f = fopen(o.json, "w");
         if (!f) {
             fprintf(stderr, "qcore bench: cannot write %s\n", o.json);
@@ -411,12 +492,15 @@ int cmd_bench(int argc, char **argv) {
         }
         fprintf(f, "{\"device\": \"%s\", \"model\": \"%s\", \"synthetic\": %s, \"format\": \"%s\", \"prompt\": %d, "
                    "\"output\": %d, \"graphs\": %s, \"weight_bytes\": %zu, \"kv_bytes\": %zu, "
-                   "\"kv_bytes_per_token\": %zu, \"kv_capacity_tokens\": %zu, \"kv_budget_tokens\": %zu, \"copy_gbs\": %.1f, "
+                   "\"kv_format\": \"%s\", \"kv_bytes_per_token\": %zu, \"kv_capacity_tokens\": %zu, \"kv_budget_tokens\": %zu, "
+                   "\"kv_budget_bytes\": %zu, \"kv_variant\": %u, \"kv_k_scale\": %g, \"kv_v_scale\": %g, "
+                   "\"kv_scale_source\": \"%s\", \"copy_gbs\": %.1f, "
                    "\"step_weight_bytes\": %zu, \"decode_floor_ms\": %.4f, \"levels\": [",
                 gi->name, model_flag ? model_path : c.model_config, model_flag ? "false" : "true",
                 o.policy ? "per layer (policy)" : c.format ? c.format : "bf16", o.prompt, o.output,
                 o.graphs ? "true" : "false", st.weight_bytes,
-                st.kv_bytes, st.kv_bytes_per_token, st.kv_capacity_tokens, st.kv_budget_tokens, bw / 1e9,
+                st.kv_bytes, st.kv_format, st.kv_bytes_per_token, st.kv_capacity_tokens, st.kv_budget_tokens,
+                st.kv_budget_bytes, kvi.variant, (double)kvi.k_scale, (double)kvi.v_scale, kvi.scale_source, bw / 1e9,
                 st.step_weight_bytes, floor_ms);
         for (int i = 0; i < o.n_conc; i++)
             fprintf(f, "%s{\"concurrency\": %d, \"requests\": %d, \"seconds\": %.4f, \"output_tok_s\": %.2f, "
@@ -443,7 +527,7 @@ int cmd_bench(int argc, char **argv) {
                                .model_config = model_flag ? NULL : c.model_config, .synthetic = !model_flag,
                                .shape = &shape, .rt = c.rt, .engine = e, .gpu = g, .nvrtc = nv,
                                .policy_path = o.policy, .format = c.format ? c.format : (o.policy ? NULL : "bf16"),
-                               .kv_format = "bf16", .perf_results = o.json, .trace = trace && *trace ? trace : NULL};
+                               .kv_format = st.kv_format, .perf_results = o.json, .trace = trace && *trace ? trace : NULL};
         if (qc_manifest_write(mpath, &mi, err, sizeof err) == QC_OK)
             printf("manifest: %s\n", mpath);
         else

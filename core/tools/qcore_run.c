@@ -372,7 +372,10 @@ int cmd_eval(cli *c) {
             goto out;
         }
         qc_policy *pol2 = NULL;
+        const char *kv = c->kv_format;
+        c->kv_format = NULL; /* the reference has bf16 weights and a bf16 KV cache */
         qc_model *ref = open_model(c, "bf16", &pol2);
+        c->kv_format = kv;
         if (!ref) {
             free(prompts);
             goto out;

@@ -6,16 +6,9 @@
 
 #include <qcore/plugin.h>
 
+#include "kv_fp8_internal.h"
 #include "qc_fp8_codec.h"
 
-/* Variant ids, the `variant` argument of the kernels (docs/formats/kv_fp8.md).
- * Append only. */
-enum {
-    KV_FP8_E4M3_TENSOR = 0, /* E4M3, one scale for the whole K (or V) cache: scales[0] */
-    KV_FP8_E4M3_HEAD = 1,   /* E4M3, one scale per KV head: scales[kv_heads] */
-    KV_FP8_E5M2 = 2,        /* E5M2, no scale: scales is not read and may be NULL */
-    KV_FP8_VARIANT_COUNT_
-};
 
 /* The scale that applies to head h, or 1 for E5M2. */
 static float head_scale(uint32_t variant, const float *scales, int64_t h) {
@@ -119,6 +112,7 @@ static qc_status kv_fp8_init(const qc_host_api *api, qc_host *host, char *err, s
     r.reference = (void (*)(void))kv_fp8_read_ref;
     if (st == QC_OK) st = api->register_kernel(host, &w);
     if (st == QC_OK) st = api->register_kernel(host, &r);
+    if (st == QC_OK) st = kv_fp8_gpu_register(api, host);
     if (st != QC_OK) snprintf(err, errlen, "kv_fp8: registering the format or a kernel failed");
     return st;
 }
@@ -128,7 +122,7 @@ QC_PLUGIN_EXPORT const qc_plugin_entry qcore_plugin_entry = {
     .struct_size = sizeof(qc_plugin_entry),
     .id = "org.qcore.kv_fp8",
     .name = "kv_fp8",
-    .version = "0.2.0",
+    .version = "0.3.0",
     .description = "FP8 KV cache",
     .init = kv_fp8_init,
 };

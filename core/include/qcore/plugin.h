@@ -394,6 +394,46 @@ typedef struct qc_plugin_entry {
 
 /* Plugins define: QC_PLUGIN_EXPORT const qc_plugin_entry qcore_plugin_entry = {...}; */
 
+/* ---- KV-cache formats on the GPU engine (the engine's contract) ----------
+ *
+ * A format of kind QC_FORMAT_KV_CACHE runs in the GPU engine when its plugin
+ * registers these four kernels, found by id ("<format>" is the format's
+ * name); the engine refuses the format, naming the missing id, otherwise:
+ *
+ *   "<format>" QC_KV_KERNEL_QKV      core.qkv_rope_kv's params (same names,
+ *                                    types, order), then the scale params;
+ *   "<format>" QC_KV_KERNEL_DECODE   core.attn_decode's, then the scale params;
+ *   "<format>" QC_KV_KERNEL_REDUCE   core.attn_decode_reduce's (no scales:
+ *                                    the decode applies them);
+ *   "<format>" QC_KV_KERNEL_PREFILL  core.attn_prefill's, then the scale params.
+ *
+ * Scale params, after the core's: QC_KV_PARAM_K_SCALE and QC_KV_PARAM_V_SCALE
+ * (QC_PARAM_PTR: device f32 [n_kv_heads] of the layer being run; the format
+ * reads scales[0] for a per-tensor scale or scales[kv_head]), then
+ * QC_KV_PARAM_VARIANT (QC_PARAM_U32, format-defined; 0 = the format's
+ * default, which must be usable with every scale 1.0).
+ *
+ * Cache layout (K and V separately, one layer): [block][kv_head][16][head_dim]
+ * elements of bits_per_weight / 8 bytes (a whole number, 1 or 2), slot =
+ * block * 16 + offset; a negative slot skips the write.  Block 0 is zero
+ * bytes (padding rows read it), so the zero code must decode to 0.  The
+ * decode's partials in `work` must fit qc_attn_decode_workspace_bytes (at
+ * most min(64, 1584 / n_seqs, ceil(max_blocks * 16 / 64)) partitions per
+ * sequence, head_dim + 2 floats per partition and q head).  The qc_problem
+ * the engine gives launch_dims and eligible is the core's: m = tokens (qkv,
+ * prefill) or sequences (decode, reduce); n = q heads (qkv: q + kv heads); k
+ * = head_dim; group_size = kv heads; scheme = max_blocks (decode, reduce) or
+ * sequences (prefill); sm = the device.  Capacity at a byte budget follows
+ * from the element size: an 8-bit format holds exactly twice the bf16 tokens.
+ */
+#define QC_KV_KERNEL_QKV ".qkv_rope_kv"
+#define QC_KV_KERNEL_DECODE ".attn_decode"
+#define QC_KV_KERNEL_REDUCE ".attn_decode_reduce"
+#define QC_KV_KERNEL_PREFILL ".attn_prefill"
+#define QC_KV_PARAM_K_SCALE "k_scale"
+#define QC_KV_PARAM_V_SCALE "v_scale"
+#define QC_KV_PARAM_VARIANT "variant"
+
 #ifdef __cplusplus
 }
 #endif
