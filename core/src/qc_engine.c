@@ -1147,10 +1147,14 @@ static qc_status alloc_kv(qc_engine *e, size_t budget, char *err, size_t errlen)
     e->kv_budget_bytes = budget;
     size_t per_block = block_bytes * 2 * (size_t)s->n_layers;
     size_t want = (size_t)e->max_seqs * (size_t)e->max_blocks + 1;
-    e->n_blocks = budget / per_block;
-    e->kv_budget_tokens = e->n_blocks > 1 ? (e->n_blocks - 1) * QC_KV_BLOCK : 0;
+    /* the budget buys token blocks; the zeroed padding block comes on top of
+     * it, so that capacity is exactly proportional to 1 / bytes per token
+     * (a 1-byte KV format holds exactly twice the tokens of bf16) */
+    size_t usable = budget / per_block;
+    e->n_blocks = usable + 1;
+    e->kv_budget_tokens = usable * QC_KV_BLOCK;
     if (e->n_blocks > want) e->n_blocks = want; /* more would never be used */
-    if (e->n_blocks < 2) {
+    if (usable < 1) {
         qc_errf(err, errlen, "KV cache: %zu bytes hold no block of %d tokens (%zu bytes per block, all layers, K and V)",
                 budget, QC_KV_BLOCK, per_block);
         return QC_ERR_NOMEM;

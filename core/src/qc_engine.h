@@ -97,8 +97,8 @@ typedef struct qc_engine_stats {
     const char *kv_format;        /* "bf16" or the KV format's name */
     size_t kv_elem_bytes;         /* bytes per cached element (2 bf16, 1 kv_fp8) */
     size_t kv_budget_bytes;       /* the KV byte budget (the option, or free memory less the reserve);
-                                     kv_budget_tokens = (budget / (16 x bytes/token) - 1) x 16: block 0
-                                     is reserved for padding rows */
+                                     kv_budget_tokens = budget / (16 x bytes/token) x 16: the zeroed
+                                     padding block comes on top of the budget */
 } qc_engine_stats;
 void qc_engine_get_stats(const qc_engine *e, qc_engine_stats *out);
 

@@ -427,12 +427,12 @@ int cmd_bench(int argc, char **argv) {
            st.kv_capacity_tokens, o.kv_bytes ? "--kv-gib" : "free memory less 10% of the device",
            st.kv_budget_tokens);
     {
-        /* the same budget as a bf16 cache (block 0 of each is reserved for padding rows) */
+        /* the same budget as a bf16 cache (the padding block of each comes on top of the budget) */
         qc_engine_kv_info ki;
         qc_engine_get_kv_info(e, &ki);
         size_t bf16_tok = st.kv_bytes_per_token / st.kv_elem_bytes * 2, blk = 16 * st.kv_bytes_per_token;
         size_t blocks = blk ? st.kv_budget_bytes / blk : 0, bf16_blocks = st.kv_budget_bytes / (16 * bf16_tok);
-        size_t bf16_tokens = bf16_blocks > 1 ? (bf16_blocks - 1) * 16 : 0;
+        size_t bf16_tokens = bf16_blocks * 16;
         printf("KV format %s (%zu byte%s per element; variant %u, scales K %g V %g: %s): %zu bytes/token vs %zu for "
                "bf16; the budget of %.3f GiB holds %zu blocks vs %zu bf16 blocks (%.4fx), %zu tokens vs %zu "
                "(%.4fx)\n",

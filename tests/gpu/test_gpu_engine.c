@@ -183,8 +183,9 @@ int main(void) {
             qc_engine_stats st;
             qc_engine_get_stats(e, &st);
             printf("  small cache: %zu bytes/token, capacity %zu tokens\n", st.kv_bytes_per_token, st.kv_capacity_tokens);
-            CHECK(st.kv_bytes_per_token == (size_t)3 * 2 * 128 * 2 && st.kv_capacity_tokens == 32, "capacity");
-            int sq = qc_engine_seq_open(e), n = 40;
+            /* three blocks of budget hold 48 tokens (the padding block comes on top) */
+            CHECK(st.kv_bytes_per_token == (size_t)3 * 2 * 128 * 2 && st.kv_capacity_tokens == 48, "capacity");
+            int sq = qc_engine_seq_open(e), n = 56;
             qc_engine_batch b = {.n_seqs = 1, .seqs = &sq, .n_tokens = &n, .tokens = prompts[1]};
             CHECK(qc_engine_step(e, &b, err, sizeof err) == QC_ERR_NOMEM && strstr(err, "KV cache full"), "%s", err);
             printf("  refused: %s\n", err);

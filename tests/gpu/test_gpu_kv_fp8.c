@@ -795,15 +795,16 @@ static void engine_case(ctx *c) {
     if (e[0] && e[1]) {
         qc_engine_kv_info ki;
         qc_engine_get_kv_info(e[1], &ki);
-        size_t blocks[2] = {st[0].kv_budget_tokens / 16 + 1, st[1].kv_budget_tokens / 16 + 1};
-        printf("  engine: kv %s %zu B/token vs bf16 %zu; %zu bytes hold %zu blocks vs %zu (%.4fx), usable tokens %zu "
-               "vs %zu (block 0 reserved in each); scales K %g V %g (%s, variant %u)\n",
+        size_t blocks[2] = {st[0].kv_budget_tokens / 16, st[1].kv_budget_tokens / 16};
+        printf("  engine: kv %s %zu B/token vs bf16 %zu; %zu bytes hold %zu blocks vs %zu (%.4fx), tokens %zu "
+               "vs %zu (the padding block comes on top of each); scales K %g V %g (%s, variant %u)\n",
                st[1].kv_format, st[1].kv_bytes_per_token, st[0].kv_bytes_per_token, kv_bytes, blocks[1], blocks[0],
                (double)blocks[1] / (double)blocks[0], st[1].kv_budget_tokens, st[0].kv_budget_tokens,
                (double)ki.k_scale, (double)ki.v_scale, ki.scale_source, ki.variant);
         CHECK(strcmp(st[1].kv_format, "kv_fp8") == 0 && st[1].kv_elem_bytes == 1 && st[0].kv_elem_bytes == 2,
               "kv format in stats");
-        CHECK(2 * st[1].kv_bytes_per_token == st[0].kv_bytes_per_token && blocks[1] == 2 * blocks[0],
+        CHECK(2 * st[1].kv_bytes_per_token == st[0].kv_bytes_per_token && blocks[1] == 2 * blocks[0] &&
+                  st[1].kv_budget_tokens == 2 * st[0].kv_budget_tokens,
               "capacity is not exactly twice bf16's");
         CHECK(strcmp(ki.format, "kv_fp8") == 0 && ki.k_scale == 1.f && strcmp(ki.scale_source, "default 1.0") == 0,
               "kv info");
