@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# h200_full.sh - the measurements behind docs/perf.md and docs/crossover.md in two device calls (each under 10 min).
+#
+# usage (on the GPU machine, repository root, after `bash bench/device_pack.sh build` here and carrying .device):
+#   bash bench/h200_full.sh kernels   # GPU tests with their timings, gemm-bench beside the anchors, SDPA anchors
+#   bash bench/h200_full.sh model     # crossover (gemm part + policies vs fixed formats), seed 002's table, prefill
+# Writes everything under $OUT and packs each part's files into one tar ($OUT/<part>.tar.xz: a device call brings
+# back at most 8 files), then prints a short summary.  Environment: TESTS (kernels part), BIN (.device/bin).
+set -u
+part=${1:-kernels}
+OUT=${OUT:-/tmp/qcore-out}
+HERE=$(cd "$(dirname "$0")" && pwd)
+DEV=${QCORE_DEVICE_DIR:-.device}
+[ -f "$DEV/pack.tar.xz" ] && [ ! -d "$DEV/bin" ] && tar -C "$DEV" -xJf "$DEV/pack.tar.xz"
+BIN=${BIN:-$DEV/bin}
+if [ -f "$BIN/plugin_dir.txt" ] && [ ! -e "$(cat "$BIN/plugin_dir.txt")" ]; then
+  mkdir -p "$(dirname "$(cat "$BIN/plugin_dir.txt")")" && ln -sfn "$PWD/$BIN/plugins" "$(cat "$BIN/plugin_dir.txt")"
+fi
+export QCORE_CACHE_DIR=${QCORE_CACHE_DIR:-/tmp/qcore-kcache}
+W=$OUT/$part
+mkdir -p "$W"
+sum=()
+step() { # name timeout command...: run, log, remember the status
+  local name=$1 t=$2 s
+  shift 2
+  s=$(date +%s)
+  timeout "$t" "$@" >"$W/$name.txt" 2>&1
+  sum+=("$(printf '%-28s rc=%-3d %4ds' "$name" $? $(($(date +%s) - s)))")
+}
+case $part in
+kernels)
+  for t in ${TESTS:-test_gpu_fp8 test_gpu_w4a16_reg test_gpu_w4a16_wgmma test_gpu_kv_fp8 test_gpu_policy test_gpu_engine}; do
+    [ -x "$BIN/$t" ] && step "$t" 150 "$BIN/$t"
+  done
+  step gemm 200 env OUT="$W/gemm" M=1,4,16,64,1024,4096 bash "$HERE/gemm_bench.sh" "$BIN" --iters 10 --kernels \
+    bf16.linear_wgmma,bf16.linear_gemv_bx,fp8.gemm_channel_wgmma,fp8.gemm_block_wgmma,fp8.gemv_channel,w8a8_int8.linear_wgmma,w8a8_int8.gemv,w4a16.wgmma_sym,w4a16.gemv_sym,w4a16.gemv_reg_sym,mxfp4.gemv,mxfp4.linear_mma
+  step anchors_attn 60 python3 "$HERE/anchors_attn.py"
+  ;;
+model)
+  L=configs/llama-3-8b.json Q=configs/qwen3-0.6b.json
+  step crossover 300 env OUT="$W/crossover" PARTS="a b" CONC=1,4,16,64,256 GEMM_M=1,2,4,8,16,32,64,128,256 \
+    GEMM_ARGS="--iters 10" bash "$HERE/crossover.sh" "$BIN"
+  for f in bf16 w4a16 fp8 w8a8_int8 mxfp4; do
+    step "llama-$f" 90 "$BIN/qcore" bench --model-config $L --format $f --concurrency 1,16,64 --output 64 \
+      --json "$W/llama-$f.json"
+  done
+  step llama-bf16-kv_fp8 90 "$BIN/qcore" bench --model-config $L --format bf16 --kv kv_fp8 --concurrency 1,16,64 \
+    --output 64 --json "$W/llama-bf16-kv_fp8.json"
+  for f in bf16 fp8; do
+    step "prefill-$f" 90 "$BIN/qcore" bench --model-config $L --format $f --prompt 2048 --output 2 --concurrency 1,4 \
+      --json "$W/prefill-$f.json"
+  done
+  for f in bf16 w4a16 fp8 w8a8_int8 mxfp4; do
+    step "qwen-$f" 60 "$BIN/qcore" bench --model-config $Q --format $f --concurrency 1,16,64 --output 64 \
+      --json "$W/qwen-$f.json"
+  done
+  ;;
+*)
+  echo "h200_full.sh: unknown part '$part' (kernels or model)" >&2
+  exit 2
+  ;;
+esac
+echo "== $part"
+grep -hE "FAIL|WRONG|MISSED|not met" "$W"/*.txt 2>/dev/null | head -20
+printf '%s\n' "${sum[@]}" | tee "$W/summary.txt"
+tar -C "$OUT" -cJf "$OUT/$part.tar.xz" "$part" && rm -rf "$W"
