@@ -607,6 +607,20 @@ static void *quant_worker(void *arg) {
     }
 }
 
+/* Every job of the pool on up to 16 host threads (this one included). */
+static void quant_pool_run(quant_pool *pool) {
+    pthread_mutex_init(&pool->mu, NULL);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = ncpu > 1 ? (int)(ncpu > 16 ? 16 : ncpu) : 1;
+    pthread_t tid[16];
+    int started[16] = {0};
+    for (int t = 1; t < nt; t++) started[t] = pthread_create(&tid[t], NULL, quant_worker, pool) == 0;
+    quant_worker(pool);
+    for (int t = 1; t < nt; t++)
+        if (started[t]) pthread_join(tid[t], NULL);
+    pthread_mutex_destroy(&pool->mu);
+}
+
 /* Every layer's four linears in the engine's format: from the model's own
  * preparation of that format (q|k|v and gate|up concatenated), or synthetic
  * (quantized here on all cores). */
@@ -659,16 +673,7 @@ static qc_status load_quantized(qc_engine *e, qc_model *m, uint64_t seed, char *
             snprintf(j->what, sizeof j->what, "blk.%d %s", b, ls[i]->role);
         }
     }
-    pthread_mutex_init(&pool.mu, NULL);
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int nt = ncpu > 1 ? (int)(ncpu > 16 ? 16 : ncpu) : 1;
-    pthread_t tid[16];
-    int started[16] = {0};
-    for (int t = 1; t < nt; t++) started[t] = pthread_create(&tid[t], NULL, quant_worker, &pool) == 0;
-    quant_worker(&pool);
-    for (int t = 1; t < nt; t++)
-        if (started[t]) pthread_join(tid[t], NULL);
-    pthread_mutex_destroy(&pool.mu);
+    quant_pool_run(&pool);
     free(pool.jobs);
     if (pool.st != QC_OK) qc_errf(err, errlen, "%s", pool.err);
     return pool.st;
@@ -762,16 +767,7 @@ static qc_status load_planned(qc_engine *e, qc_model *m, uint64_t seed, char *er
         return st;
     }
     quant_pool pool = {.jobs = jobs, .n = n_jobs, .st = QC_OK};
-    pthread_mutex_init(&pool.mu, NULL);
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int nt = ncpu > 1 ? (int)(ncpu > 16 ? 16 : ncpu) : 1;
-    pthread_t tid[16];
-    int started[16] = {0};
-    for (int t = 1; t < nt; t++) started[t] = pthread_create(&tid[t], NULL, quant_worker, &pool) == 0;
-    quant_worker(&pool);
-    for (int t = 1; t < nt; t++)
-        if (started[t]) pthread_join(tid[t], NULL);
-    pthread_mutex_destroy(&pool.mu);
+    quant_pool_run(&pool);
     free(jobs);
     if (pool.st != QC_OK) qc_errf(err, errlen, "%s", pool.err);
     return pool.st;

@@ -54,15 +54,8 @@ struct qc_eplan {
 /* ---- the layer list ---- */
 
 qc_layer_list *qc_eplan_layer_list(const qc_model_shape *s) {
-    size_t n = (size_t)s->n_layers * 4 + 1;
-    qc_layer_list *l = calloc(1, sizeof *l);
+    qc_layer_list *l = qc_layer_list_alloc((size_t)s->n_layers * 4 + 1);
     if (!l) return NULL;
-    l->layers = calloc(n, sizeof *l->layers);
-    l->names = calloc(n, sizeof *l->names);
-    if (!l->layers || !l->names) {
-        qc_layer_list_free(l);
-        return NULL;
-    }
     int64_t q = (int64_t)s->n_heads * s->head_dim, kv = (int64_t)s->n_kv_heads * s->head_dim;
     static const char *names[] = {"attn.qkv", "attn.o", "mlp.gate_up", "mlp.down"};
     /* a fused weight is asked for with the role of its first part */
@@ -71,25 +64,9 @@ qc_layer_list *qc_eplan_layer_list(const qc_model_shape *s) {
         for (int r = 0; r < 4; r++) {
             int64_t shape[4][2] = {{q + 2 * kv, s->hidden}, {s->hidden, q}, {2 * (int64_t)s->intermediate, s->hidden},
                                    {s->hidden, s->intermediate}};
-            qc_policy_layer *L = &l->layers[l->n];
-            snprintf(l->names[l->n], sizeof l->names[0], "blk.%d.%s", b, names[r]);
-            L->name = l->names[l->n];
-            L->role = roles[r];
-            L->index = b;
-            L->n_layers = s->n_layers;
-            L->n = shape[r][0];
-            L->k = shape[r][1];
-            l->n++;
+            qc_layer_list_add(l, b, names[r], roles[r], s->n_layers, shape[r][0], shape[r][1]);
         }
-    qc_policy_layer *L = &l->layers[l->n];
-    snprintf(l->names[l->n], sizeof l->names[0], "lm_head");
-    L->name = l->names[l->n];
-    L->role = "lm_head";
-    L->index = -1;
-    L->n_layers = s->n_layers;
-    L->n = s->vocab;
-    L->k = s->hidden;
-    l->n++;
+    qc_layer_list_add(l, -1, "lm_head", "lm_head", s->n_layers, s->vocab, s->hidden);
     return l;
 }
 

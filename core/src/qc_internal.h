@@ -57,4 +57,9 @@ const void *qc_format_extension(const qc_runtime *rt, const char *format, const 
 /* Grow an array of `elem` bytes to hold at least n+1 items. 0 or -1. */
 int qc_grow(void **arr, size_t *cap, size_t n, size_t elem);
 
+/* Layer lists (qc_model_config.c): an empty list with room for n, and one linear appended. */
+qc_layer_list *qc_layer_list_alloc(size_t n);
+void qc_layer_list_add(qc_layer_list *l, int index, const char *part, const char *role, int n_layers, int64_t n,
+                       int64_t k);
+
 #endif

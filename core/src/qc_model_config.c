@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qc_internal.h"
 #include "qc_util.h"
 
 #define CONFIG_MAX_BYTES (4u << 20)
@@ -98,8 +99,8 @@ out:
     return st;
 }
 
-qc_layer_list *qc_model_linear_layers(const qc_model_shape *m) {
-    size_t n = (size_t)m->n_layers * 7 + 1;
+/* An empty list with room for n layers (internal; NULL when out of memory). */
+qc_layer_list *qc_layer_list_alloc(size_t n) {
     qc_layer_list *l = calloc(1, sizeof *l);
     if (!l) return NULL;
     l->layers = calloc(n, sizeof *l->layers);
@@ -108,6 +109,29 @@ qc_layer_list *qc_model_linear_layers(const qc_model_shape *m) {
         qc_layer_list_free(l);
         return NULL;
     }
+    return l;
+}
+
+/* Append one linear: `index` its block (-1 for lm_head), name "blk.<index>.<part>" or "lm_head" (internal). */
+void qc_layer_list_add(qc_layer_list *l, int index, const char *part, const char *role, int n_layers, int64_t n,
+                       int64_t k) {
+    qc_policy_layer *L = &l->layers[l->n];
+    if (index >= 0)
+        snprintf(l->names[l->n], sizeof l->names[0], "blk.%d.%s", index, part);
+    else
+        snprintf(l->names[l->n], sizeof l->names[0], "%s", part);
+    L->name = l->names[l->n];
+    L->role = role;
+    L->index = index;
+    L->n_layers = n_layers;
+    L->n = n;
+    L->k = k;
+    l->n++;
+}
+
+qc_layer_list *qc_model_linear_layers(const qc_model_shape *m) {
+    qc_layer_list *l = qc_layer_list_alloc((size_t)m->n_layers * 7 + 1);
+    if (!l) return NULL;
     static const char *roles[] = {"attn.q", "attn.k", "attn.v", "attn.o", "mlp.gate", "mlp.up", "mlp.down"};
     int64_t q = (int64_t)m->n_heads * m->head_dim, kv = (int64_t)m->n_kv_heads * m->head_dim;
     for (int b = 0; b < m->n_layers; b++)
@@ -115,25 +139,9 @@ qc_layer_list *qc_model_linear_layers(const qc_model_shape *m) {
             int64_t shape[7][2] = {{q, m->hidden},          {kv, m->hidden},           {kv, m->hidden},
                                    {m->hidden, q},          {m->intermediate, m->hidden},
                                    {m->intermediate, m->hidden}, {m->hidden, m->intermediate}};
-            qc_policy_layer *L = &l->layers[l->n];
-            snprintf(l->names[l->n], sizeof l->names[0], "blk.%d.%s", b, roles[r]);
-            L->name = l->names[l->n];
-            L->role = roles[r];
-            L->index = b;
-            L->n_layers = m->n_layers;
-            L->n = shape[r][0];
-            L->k = shape[r][1];
-            l->n++;
+            qc_layer_list_add(l, b, roles[r], roles[r], m->n_layers, shape[r][0], shape[r][1]);
         }
-    qc_policy_layer *L = &l->layers[l->n];
-    snprintf(l->names[l->n], sizeof l->names[0], "lm_head");
-    L->name = l->names[l->n];
-    L->role = "lm_head";
-    L->index = -1;
-    L->n_layers = m->n_layers;
-    L->n = m->vocab;
-    L->k = m->hidden;
-    l->n++;
+    qc_layer_list_add(l, -1, "lm_head", "lm_head", m->n_layers, m->vocab, m->hidden);
     return l;
 }
 
