@@ -298,15 +298,16 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "            /* two blocks' A fragments: block i's are built while block i - 1's wgmmas are in flight (they read\n" \
     "               their A registers until their wait), so the tensor cores never wait for the CUDA cores */\n" \
     "            u32 a[2][4][4];\n" \
+    "            /* the ring position of this consumer's first block (64-bit division once a tile), then stepped */\n" \
+    "            int s = (int)((gk + k0) % ST), sprev = 0;\n" \
+    "            u32 ph = (u32)((gk + k0) / ST) & 1u;\n" \
     "            for (int i0 = 0; i0 < own; i0 += 2)\n" \
     "#pragma unroll\n" \
     "            for (int u = 0; u < 2; u++) {\n" \
     "                const int i = i0 + u;\n" \
     "                if (i < own) {\n" \
     "                    const int kt = k0 + KS * i;\n" \
-    "                    const ll gs = gk + kt;\n" \
-    "                    const int s = (int)(gs % ST);\n" \
-    "                    w4w_wait(full + 8 * s, (u32)(gs / ST) & 1u);\n" \
+    "                    w4w_wait(full + 8 * s, ph);\n" \
     "                    const u32 sx = base + s * STAGE;\n" \
     "                    const unsigned char *ws = al + s * STAGE + XB, *ms = ws + WB, *zs = ms + MB;\n" \
     "                    u32 h0[GPS], l0[GPS], h1[GPS], l1[GPS], z0[GPS], z1[GPS];\n" \
@@ -346,11 +347,14 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                    w4w_commit();\n" \
     "                    /* block i - 1's wgmmas are done: its stage may be refilled (this block's stay in flight) */\n" \
     "                    w4w_wg_wait<1>();\n" \
-    "                    if (i > 0 && lane == 0) w4w_arrive(empty + 8 * (int)((gs - KS) % ST));\n" \
+    "                    if (i > 0 && lane == 0) w4w_arrive(empty + 8 * sprev);\n" \
+    "                    sprev = s;\n" \
+    "                    s += KS;\n" \
+    "                    if (s >= ST) { s -= ST; ph ^= 1u; }\n" \
     "                }\n" \
     "            }\n" \
     "            w4w_wg_wait<0>();\n" \
-    "            if (own > 0 && lane == 0) w4w_arrive(empty + 8 * (int)((gk + k0 + KS * (own - 1)) % ST));\n" \
+    "            if (own > 0 && lane == 0) w4w_arrive(empty + 8 * sprev);\n" \
     "            /* accumulator i: W row rl (+8 for i & 2), x row 8 (i / 4) + 2 t + (i & 1) */\n" \
     "            if (KS == 2) { /* the consumers' halves of K meet in shared memory */\n" \
     "                float *red = (float *)(al + ST * STAGE);\n" \
