@@ -45,9 +45,10 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
  * NT / 2 bytes of W, so narrower tiles read x more often.  8 stages at
  * BM 128, 12 or 16 at BM 64.  Each 64-k block: wait for the stage, build
  * the 4 A fragments one k16 step at a time (wgmma.fence, wgmma each),
- * commit, wgmma.wait 1 (the previous block's wgmmas are done: its stage is
- * released), so a block's fragments are built while the previous block's
- * wgmmas run; A is double-buffered (two blocks per unrolled pass) and the
+ * a commit group per wgmma, then wgmma.wait 4 (the previous block's 4 are
+ * done: its stage is released, its A registers free), so the next block's
+ * fragments are built while this block's 4 wgmmas stay queued on the tensor
+ * cores; A is double-buffered (two blocks per unrolled pass) and the
  * K tail's missing half is masked to A = 0 rather than branched around (a
  * branch join makes ptxas serialize the wgmmas, C7520).
  * Per stage: x (BM x 64 bf16), W (NT x 32 B), scale and zero words
@@ -343,10 +344,11 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                        a[u][j][3] = w4w_deq(r1.y, sel, z1[gq], h1[gq], l1[gq]) & keep;\n" \
     "                        w4w_fence();\n" \
     "                        w4w_wgmma<BM>(acc, a[u][j], w4w_desc(sx + 32 * j), 1);\n" \
+    "                        w4w_commit(); /* a group per wgmma: wait counts then mean wgmmas, whatever the SASS counts */\n" \
     "                    }\n" \
-    "                    w4w_commit();\n" \
-    "                    /* block i - 1's wgmmas are done: its stage may be refilled (this block's stay in flight) */\n" \
-    "                    w4w_wg_wait<1>();\n" \
+    "                    /* block i - 1's 4 wgmmas are done: its stage may be refilled, its A registers rebuilt, while\n" \
+    "                       this block's 4 stay queued on the tensor cores */\n" \
+    "                    w4w_wg_wait<4>();\n" \
     "                    if (i > 0 && lane == 0) w4w_arrive(empty + 8 * sprev);\n" \
     "                    sprev = s;\n" \
     "                    s += KS;\n" \
