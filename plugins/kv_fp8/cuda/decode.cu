@@ -64,22 +64,6 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
     const int start = part * plen, end = min(ctx, start + plen);
     const int b0 = start / QC_KVB, b1 = (end + QC_KVB - 1) / QC_KVB;
 
-    /* q rows g and g + 8 as f16 A fragments (the S permutation); rows past hn are zero */
-    u32 qa[D / 16][4];
-    {
-        const float *q0 = q + ((long long)seq * n_heads + h0 + g) * D;
-        const float *q1 = q0 + 8 * D;
-#pragma unroll
-        for (int ks = 0; ks < D / 16; ks++) {
-            int d = 64 * (ks >> 2) + 16 * t + 4 * (ks & 3);
-            float4 x = g < hn ? *(const float4 *)(q0 + d) : make_float4(0.f, 0.f, 0.f, 0.f);
-            float4 y = g + 8 < hn ? *(const float4 *)(q1 + d) : make_float4(0.f, 0.f, 0.f, 0.f);
-            qa[ks][0] = qc_h2(x.x, x.y);
-            qa[ks][2] = qc_h2(x.z, x.w);
-            qa[ks][1] = qc_h2(y.x, y.y);
-            qa[ks][3] = qc_h2(y.z, y.w);
-        }
-    }
     const float sl2 = scale * kmul * QC_LOG2E;
     float m0 = QC_NEG_INF, m1 = QC_NEG_INF, l0 = 0.f, l1 = 0.f;
     float o[VW][4];
@@ -124,6 +108,23 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
     };
 #pragma unroll
     for (int s = 0; s < QC_DEC_STAGES - 1; s++) issue(s);
+    /* (after the first copies are on their way, so the two latencies overlap) */
+    /* q rows g and g + 8 as f16 A fragments (the S permutation); rows past hn are zero */
+    u32 qa[D / 16][4];
+    {
+        const float *q0 = q + ((long long)seq * n_heads + h0 + g) * D;
+        const float *q1 = q0 + 8 * D;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            int d = 64 * (ks >> 2) + 16 * t + 4 * (ks & 3);
+            float4 x = g < hn ? *(const float4 *)(q0 + d) : make_float4(0.f, 0.f, 0.f, 0.f);
+            float4 y = g + 8 < hn ? *(const float4 *)(q1 + d) : make_float4(0.f, 0.f, 0.f, 0.f);
+            qa[ks][0] = qc_h2(x.x, x.y);
+            qa[ks][2] = qc_h2(x.z, x.w);
+            qa[ks][1] = qc_h2(y.x, y.y);
+            qa[ks][3] = qc_h2(y.z, y.w);
+        }
+    }
     for (int it = 0, b = b0 + warp; it < nit; it++, b += QC_DEC_WARPS) {
         issue(it + QC_DEC_STAGES - 1);
         qc_cp_wait<QC_DEC_STAGES - 1>(); /* this iteration's group has landed */
@@ -308,11 +309,14 @@ extern "C" __global__ void __launch_bounds__(128, 3)
 
 /* Combine the partitions of sequences that had more than one: out = sum_p
  * 2^(m_p - M) acc_p / sum_p 2^(m_p - M) l_p (the V scale is already in
- * acc_p).  grid (n_heads, n_seqs), 128 threads; the core reduce's parameters. */
+ * acc_p).  grid (n_heads, n_seqs), 128 threads (4 warps: the
+ * partition split below assumes it); the core reduce's parameters. */
 extern "C" __global__ void __launch_bounds__(128)
     qc_kv_fp8_attn_decode_reduce(const int *ctx_lens, float *out, const float *work, int n_seqs, int n_heads,
                                  int n_kv_heads, int head_dim, int max_blocks) {
+    static_assert(QC_DEC_MAX_PARTS <= 64, "two partitions per lane");
     __shared__ float wts[QC_DEC_MAX_PARTS];
+    __shared__ float red[4][128];
     __shared__ float inv_l;
     const int h = blockIdx.x, seq = blockIdx.y;
     if (seq >= n_seqs || h >= n_heads || !qc_attn_shape_ok(n_heads, n_kv_heads, head_dim) || max_blocks <= 0) return;
@@ -323,23 +327,35 @@ extern "C" __global__ void __launch_bounds__(128)
     if (nused <= 1) return; /* the decode kernel wrote it */
     const long long base = ((long long)seq * n_heads + h) * nparts;
     const float *ml = work + (long long)n_seqs * n_heads * nparts * head_dim;
-    if (threadIdx.x < 32) {
-        float mm = QC_NEG_INF;
-        for (int p = threadIdx.x; p < nused; p += 32) mm = fmaxf(mm, ml[2 * (base + p)]);
+    if (threadIdx.x < 32) { /* nused <= QC_DEC_MAX_PARTS = 64: two (m, l) pairs per lane, loaded once */
+        const int p0 = threadIdx.x, p1 = threadIdx.x + 32;
+        const float2 x0 = p0 < nused ? *(const float2 *)(ml + 2 * (base + p0)) : make_float2(QC_NEG_INF, 0.f);
+        const float2 x1 = p1 < nused ? *(const float2 *)(ml + 2 * (base + p1)) : make_float2(QC_NEG_INF, 0.f);
+        float mm = fmaxf(x0.x, x1.x);
         for (int o = 16; o > 0; o >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
-        float l = 0.f;
-        for (int p = threadIdx.x; p < nused; p += 32) {
-            float w = exp2f(ml[2 * (base + p)] - mm);
-            wts[p] = w;
-            l += w * ml[2 * (base + p) + 1];
-        }
+        const float w0 = p0 < nused ? exp2f(x0.x - mm) : 0.f, w1 = p1 < nused ? exp2f(x1.x - mm) : 0.f;
+        if (p0 < nused) wts[p0] = w0;
+        if (p1 < nused) wts[p1] = w1;
+        float l = w0 * x0.y + w1 * x1.y;
         for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
         if (threadIdx.x == 0) inv_l = 1.f / l;
     }
     __syncthreads();
-    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        float acc = 0.f;
-        for (int p = 0; p < nused; p++) acc += wts[p] * work[(base + p) * head_dim + d];
-        out[((long long)seq * n_heads + h) * head_dim + d] = acc * inv_l;
+    /* warp w sums partitions w, w + 4, ...: a few independent coalesced loads
+     * per thread in flight instead of one latency per partition (B = 1 at a
+     * long context has ~50 partitions) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+    for (int p = warp; p < nused; p += 4) {
+        const float w = wts[p], *src = work + (base + p) * head_dim;
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            if (lane + 32 * i < head_dim) acc[i] += w * src[lane + 32 * i];
     }
+#pragma unroll
+    for (int i = 0; i < 4; i++) red[warp][lane + 32 * i] = acc[i];
+    __syncthreads();
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x)
+        out[((long long)seq * n_heads + h) * head_dim + d] = (red[0][d] + red[1][d] + red[2][d] + red[3][d]) * inv_l;
 }
