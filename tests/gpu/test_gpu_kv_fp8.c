@@ -695,6 +695,12 @@ static void decode_cases(ctx *c) {
     for (int v = 0; v < 3; v++) case_decode(c, 1, longs, 32, 8, 128, 1.5f, v, 0, 0);
     case_decode(c, 2, longs, 32, 8, 128, 3.0f, V_HEAD, 0, 0);
     case_decode(c, 1, longs, 16, 2, 64, 1.5f, V_TENSOR, 0, 0);
+    /* few partitions of long contexts: > 32 blocks per warp, so the decode's
+     * cp.async ring wraps many times and reloads its block ids */
+    int32_t big[16];
+    for (int b = 0; b < 16; b++) big[b] = (int32_t)(6000 + qc_test_rng(&c->rng) % 4000);
+    case_decode(c, 16, big, 32, 8, 128, 1.5f, V_TENSOR, 0, 0);
+    case_decode(c, 16, big, 16, 8, 64, 1.5f, V_E5M2, 0, 0);
     int32_t zero[3] = {0, 40, 0}; /* empty contexts give zeros */
     case_decode(c, 3, zero, 32, 8, 128, 1.5f, V_TENSOR, 0, 0);
 }
