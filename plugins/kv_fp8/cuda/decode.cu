@@ -79,12 +79,17 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
      * or lanes, only cp.async.wait_group. */
     const int nit = b1 > b0 + warp ? (b1 - b0 - warp + QC_DEC_WARPS - 1) / QC_DEC_WARPS : 0;
     u8 *ring = (u8 *)sm + warp * QC_DEC_STAGES * QC_DEC_STAGE_BYTES;
-    int bid_tab = 0; /* block ids of iterations 32 (itx / 32) + lane */
+    /* block ids of iterations 32 (itx / 32) + lane, and of the next 32
+     * (loaded 16 iterations early so the table never stalls the warp) */
+    int bid_tab = 0, bid_nxt = 0;
     auto issue = [&](int itx) {
         if (itx < nit) {
             if ((itx & 31) == 0) {
                 int bb = b0 + warp + QC_DEC_WARPS * (itx + lane);
-                bid_tab = bb < b1 ? btr[bb] : 0;
+                bid_tab = itx ? bid_nxt : bb < b1 ? btr[bb] : 0;
+            } else if ((itx & 31) == 16) {
+                int bb = b0 + warp + QC_DEC_WARPS * (itx + 16 + lane);
+                bid_nxt = bb < b1 ? btr[bb] : 0;
             }
             const int bid = __shfl_sync(0xffffffffu, bid_tab, itx & 31);
             const u8 *kb = kc + ((long long)bid * n_kv_heads + kvh) * head_stride;
