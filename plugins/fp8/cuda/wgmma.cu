@@ -32,6 +32,7 @@
 #define WG_A_BYTES (WG_BM * WG_BK)
 #define WG_BOX_ROWS 32 /* rows of W per TMA box (keep in step with MAPS_W8A8 in fp8_kernels.c) */
 #define WG_BOX_B_BYTES (WG_BOX_ROWS * WG_BK)
+#define WG_SW 192 /* column scales per buffer: the widest tile */
 
 /* tile width: the one whose waves of WG_SMS tiles carry the most useful columns, weighted by how fast
    a tile of that width runs; keep in step with fp8_wgmma_plan in fp8_kernels.c */
@@ -112,7 +113,7 @@ __device__ __forceinline__ void qc_promote_split(float *tot, const float *acc, f
 template <int BN, int ST>
 __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw, const float *xs, const float *ws,
                                             float *y, long long m, long long n, long long k, unsigned char *smem,
-                                            unsigned long long *bars) {
+                                            unsigned long long *bars, float *sws) {
     const unsigned STAGE = WG_A_BYTES + BN * WG_BK;
     const unsigned base = (qc_smem(smem) + 1023u) & ~1023u; /* the 128-byte swizzle repeats every 1024 B */
     const unsigned full = qc_smem(bars), empty = full + 8 * ST;
@@ -161,9 +162,27 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #endif
         int s = 0;
         unsigned ph = 0;
-        for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int parity = 0; /* which of the warpgroup's two column-scale buffers this tile uses */
+#if FP8_MODE != 0
+        (void)sws, (void)parity;
+#endif
+        for (long long t = blockIdx.x; t < tiles; t += gridDim.x, parity ^= 1) {
             long long tm, tn;
             qc_wg_tile(t, tiles_m, tiles_n, &tm, &tn);
+#if FP8_MODE == 0
+            /* The tile's BN column scales go to shared memory by cp.async now and are waited for only in
+               the epilogue: loaded there, they put one or two L2 round trips (under the mainloop's load)
+               between the last wgmma of a tile and the first of the next, on every tile. */
+            float *sw = sws + (c * 2 + parity) * WG_SW;
+            {
+                const int ci = tid & 127;
+                const long long cn = tn * BN + 2 * ci;
+                if (ci < BN / 2 && cn < n)
+                    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(qc_smem(sw + 2 * ci)), "l"(ws + cn)
+                                 : "memory");
+                asm volatile("cp.async.commit_group;\n" ::: "memory");
+            }
+#endif
             /* accumulator i of a thread: row 16 warp + lane/4 (+8 for i%4 >= 2), column 8 (i/4) + 2 (lane%4) + i%2 */
             const long long r0 = tm * WG_BM + c * 64 + warp * 16 + (lane >> 2), r1 = r0 + 8;
 #pragma unroll
@@ -218,13 +237,19 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                loaded between the stores, each would wait a full L2 round trip, the stores possibly
                aliasing ws.  Columns past n read column 0 and are not stored. */
             float2 wv[BN / 8];
+#if FP8_MODE == 0
+            /* this thread's copies are done; the warpgroup's named barrier (1 + c) makes the others' visible,
+               and orders this tile's reads before the copies of the tile after next into the same buffer */
+            asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+#endif
 #pragma unroll
             for (int j = 0; j < BN / 8; j++) {
 #if FP8_MODE == 1
                 wv[j] = make_float2(ws[0], ws[0]);
 #else
-                const long long cn = cb + 8 * j;
-                wv[j] = __ldg((const float2 *)(ws + (cn < n ? cn : 0)));
+                /* columns past n were not copied and are not stored */
+                wv[j] = *(const float2 *)(sw + 8 * j + 2 * (lane & 3));
 #endif
             }
 #endif
@@ -261,6 +286,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) QC_ENTRY(const u8 *xq, cons
                                                               const __grid_constant__ QcTmap tmw) {
     extern __shared__ __align__(1024) unsigned char smem[];
     __shared__ __align__(8) unsigned long long bars[2 * 6];
+    __shared__ __align__(16) float sws[2 * 2 * WG_SW]; /* column scales: 2 consumer warpgroups x 2 tiles */
     (void)xq;
     (void)w;
     if (m <= 0 || n <= 0) return;
@@ -270,8 +296,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) QC_ENTRY(const u8 *xq, cons
         return;
     }
     switch (qc_wg_bn(m, n)) {
-    case 192: qc_fp8_gemm<192, 5>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars); break;
-    case 160: qc_fp8_gemm<160, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars); break;
-    default: qc_fp8_gemm<128, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars); break;
+    case 192: qc_fp8_gemm<192, 5>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws); break;
+    case 160: qc_fp8_gemm<160, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws); break;
+    default: qc_fp8_gemm<128, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws); break;
     }
 }
