@@ -537,6 +537,11 @@ int main(void) {
                 /* 128 x 160 wgmma tiles (tiles start 0/32/64/96 columns into a 128-column weight block),
                    the second with ragged m, a 16-column last tile and a ragged 128-K group */
                 {1024, 28672, 256}, {1000, 28656, 400},
+                /* several tiles per persistent block with the next tile's first stage issued before the
+                   epilogue: 128-wide tiles, one stage each (K 112: that stage is also the last), ragged M,
+                   3-4 tiles per block; 160-wide, K 16, a partial last tile, 1-2 per block; 128-wide, a
+                   ragged third stage, 1-2 tiles per block */
+                {1000, 8192, 112}, {4100, 1040, 16}, {1500, 2400, 272},
             };
             for (int s = 0; s < S_N; s++) {
                 if (c.sm < 89) { /* the W8A8 kernels refuse with `arch` here; the W8A16 ones run */
