@@ -74,6 +74,10 @@ typedef struct gb {
     size_t n_ms;
     int64_t max_m, max_k, max_nk;
     const qc_format_desc *formats[GB_MAX_LIST];
+    /* a recipe per entry as --format takes it ("fp8:block", "w4a16:g32"): the request's scheme or group
+       size ("" / 0: the format's default) and the label its rows carry */
+    char fmt_scheme[GB_MAX_LIST][32], fmt_label[GB_MAX_LIST][64];
+    uint32_t fmt_group[GB_MAX_LIST];
     size_t n_formats;
     const qc_kernel_desc *only[GB_MAX_LIST]; /* --kernels; none = all */
     size_t n_only;
@@ -191,24 +195,50 @@ static void list_formats(const qc_runtime *rt, char *buf, size_t len) {
 }
 
 static int add_format(gb *b, const char *flag, const char *tok) {
-    const qc_format_desc *f = qc_format_find(b->c->rt, tok);
+    /* "name" or "name:scheme" / "name:gN", as qcore run's --format */
+    char name[64], scheme[32] = "";
+    uint32_t group = 0;
+    qc_strlcpy(name, tok, sizeof name);
+    char *colon = strchr(name, ':');
+    if (colon) {
+        *colon = 0;
+        const char *opt = colon + 1;
+        char *end = NULL;
+        if (opt[0] == 'g' && opt[1] >= '0' && opt[1] <= '9') {
+            unsigned long g = strtoul(opt + 1, &end, 10);
+            if (*end || g == 0 || g > 65536) {
+                fprintf(stderr, GB ": %s: '%s': the group size after ':g' must be a number in [1, 65536]\n", flag, tok);
+                return -1;
+            }
+            group = (uint32_t)g;
+        } else if (!*opt || strlen(opt) >= sizeof scheme) {
+            fprintf(stderr, GB ": %s: '%s': expected name, name:scheme or name:gN\n", flag, tok);
+            return -1;
+        } else {
+            qc_strlcpy(scheme, opt, sizeof scheme);
+        }
+    }
+    const qc_format_desc *f = qc_format_find(b->c->rt, name);
     char names[512];
     list_formats(b->c->rt, names, sizeof names);
     if (!f) {
-        fprintf(stderr, GB ": %s: unknown format '%s' (linear formats: %s)\n", flag, tok, names);
+        fprintf(stderr, GB ": %s: unknown format '%s' (linear formats: %s)\n", flag, name, names);
         return -1;
     }
     if (f->kind != QC_FORMAT_LINEAR) {
-        fprintf(stderr, GB ": %s: '%s' is a KV-cache format, not a linear one (linear formats: %s)\n", flag, tok,
+        fprintf(stderr, GB ": %s: '%s' is a KV-cache format, not a linear one (linear formats: %s)\n", flag, name,
                 names);
         return -1;
     }
     for (size_t i = 0; i < b->n_formats; i++)
-        if (b->formats[i] == f) return 0;
+        if (b->formats[i] == f && strcmp(b->fmt_scheme[i], scheme) == 0 && b->fmt_group[i] == group) return 0;
     if (b->n_formats == GB_MAX_LIST) {
         fprintf(stderr, GB ": %s: more than %d formats\n", flag, GB_MAX_LIST);
         return -1;
     }
+    qc_strlcpy(b->fmt_scheme[b->n_formats], scheme, sizeof b->fmt_scheme[0]);
+    qc_strlcpy(b->fmt_label[b->n_formats], colon ? tok : f->name, sizeof b->fmt_label[0]);
+    b->fmt_group[b->n_formats] = group;
     b->formats[b->n_formats++] = f;
     return 0;
 }
@@ -328,7 +358,10 @@ static int parse_options(gb *b) {
             if (add_format(b, "--kernels", b->only[i]->format)) return -1;
     } else {
         for (size_t i = 0; i < qc_format_count(c->rt) && b->n_formats < GB_MAX_LIST; i++)
-            if (qc_format_get(c->rt, i)->kind == QC_FORMAT_LINEAR) b->formats[b->n_formats++] = qc_format_get(c->rt, i);
+            if (qc_format_get(c->rt, i)->kind == QC_FORMAT_LINEAR) {
+                qc_strlcpy(b->fmt_label[b->n_formats], qc_format_get(c->rt, i)->name, sizeof b->fmt_label[0]);
+                b->formats[b->n_formats++] = qc_format_get(c->rt, i);
+            }
     }
     for (size_t i = 0; i < b->n_ms; i++)
         if (b->ms[i] > b->max_m) b->max_m = b->ms[i];
@@ -538,10 +571,15 @@ static void json_set_num(json_t *o, const char *key, double v) {
     json_object_set_new(o, key, isfinite(v) ? json_real(v) : json_null());
 }
 
+/* The label of the format entry being timed ("fp8:block"), set around its loop in the shape's run; the
+ * printing and JSON helpers take only the format, so they ask here. */
+static const char *g_label;
+static const char *fname(const qc_format_desc *f) { return g_label ? g_label : f->name; }
+
 static json_t *row_base(const qc_format_desc *f, const qc_kernel_desc *kd, const gb_shape *s, int64_t m,
                         const char *status) {
     json_t *r = json_object();
-    json_object_set_new(r, "format", json_string(f->name));
+    json_object_set_new(r, "format", json_string(fname(f)));
     json_object_set_new(r, "kernel", json_string(kd ? kd->id : ""));
     json_object_set_new(r, "shape", json_string(s->name));
     json_object_set_new(r, "n", json_integer(s->n));
@@ -564,7 +602,7 @@ static void print_refusal(const qc_format_desc *f, const qc_kernel_desc *kd, con
         snprintf(ms, sizeof ms, "%lld", (long long)m0);
     else
         snprintf(ms, sizeof ms, "%lld-%lld", (long long)m0, (long long)m1);
-    printf("%-9s %-22s %-8s %9s refused: %s: %s\n", f->name, kd->id, s->name, ms, why->code, why->text);
+    printf("%-9s %-22s %-8s %9s refused: %s: %s\n", fname(f), kd->id, s->name, ms, why->code, why->text);
 }
 
 /* ---- the GPU work ---- */
@@ -774,7 +812,7 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
     rc = bad || past ? 1 : 0;
     printf("check %-9s %-22s %-8s M=%lld: %zu outputs, max|d| %.2e, worst d/tol %.3g (at %zu), relL2 %.2e, tol %.0e*"
            "|x_i|*|w_j|%s%s; reference %.1f s on %d threads: %s\n",
-           f->name, kd->id, s->name, (long long)m, cnt, max_d, worst, at, den > 0 ? sqrt(num / den) : 0.0, rtol,
+           fname(f), kd->id, s->name, (long long)m, cnt, max_d, worst, at, den > 0 ? sqrt(num / den) : 0.0, rtol,
            quant ? "; activations by " : "", quant ? quant->id : "", t_ref, nt, rc ? "WRONG" : "ok");
     if (bad)
         printf("  %zu outputs out of tolerance (%zu unwritten); first at %zu (row %lld, col %lld): gpu %.9g, "
@@ -805,7 +843,7 @@ out:
 
 static void add_error_row(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd, const gb_shape *s, int64_t m,
                           const char *what, const char *err) {
-    printf("%-9s %-22s %-8s %9lld error: %s: %s\n", f->name, kd ? kd->id : "-", s->name, (long long)m, what, err);
+    printf("%-9s %-22s %-8s %9lld error: %s: %s\n", fname(f), kd ? kd->id : "-", s->name, (long long)m, what, err);
     json_t *r = row_base(f, kd, s, m, "error");
     char buf[1100];
     snprintf(buf, sizeof buf, "%s: %s", what, err);
@@ -948,14 +986,14 @@ static void bench_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *k
         double hbm_us = bytes / b->bw * 1e6, mma_us = flops / peak * 1e6;
         double floor_us = hbm_us > mma_us ? hbm_us : mma_us;
         const char *bound = hbm_us >= mma_us ? "hbm" : "mma";
-        printf("%-9s %-22s %-8s %9lld %10.1f %8.2f %8.0f %9.1f %6.1f%% %s%s\n", f->name, kd->id, s->name, (long long)m,
+        printf("%-9s %-22s %-8s %9lld %10.1f %8.2f %8.0f %9.1f %6.1f%% %s%s\n", fname(f), kd->id, s->name, (long long)m,
                us, flops / us * 1e-6, bytes / us * 1e-3, floor_us, 100.0 * floor_us / us, bound,
                wrong ? "  WRONG" : "");
         /* with the quantizer: it reads x as bf16 (2 B) and writes the codes and scales the GEMM then reads */
         double q_bytes = bytes + (double)m * s->k * 3 + xs_bytes, q_hbm_us = q_bytes / b->bw * 1e6;
         double q_floor_us = q_hbm_us > mma_us ? q_hbm_us : mma_us;
         if (qk)
-            printf("%-9s %-22s %-8s %9lld %10.1f %8.2f %8.0f %9.1f %6.1f%% %s  (+ %s %.1f us alone)\n", f->name,
+            printf("%-9s %-22s %-8s %9lld %10.1f %8.2f %8.0f %9.1f %6.1f%% %s  (+ %s %.1f us alone)\n", fname(f),
                    "  + activation quant", s->name, (long long)m, both_us, flops / both_us * 1e-6,
                    q_bytes / both_us * 1e-3, q_floor_us, 100.0 * q_floor_us / both_us,
                    q_hbm_us >= mma_us ? "hbm" : "mma", qk->id, q_us);
@@ -1055,7 +1093,9 @@ static void bench_shape(gb *b, const gb_shape *s) {
         const qc_kernel_desc *ks[GB_MAX_LIST];
         size_t nk = format_kernels(b, f, ks, GB_MAX_LIST);
         if (!nk) continue; /* said once at the start */
-        qc_quant_request req = {.struct_size = sizeof req, .w = b->ws, .n = n, .k = k};
+        qc_quant_request req = {.struct_size = sizeof req, .w = b->ws, .n = n, .k = k,
+                                .group_size = b->fmt_group[fi], .scheme = b->fmt_scheme[fi][0] ? b->fmt_scheme[fi] : NULL};
+        g_label = b->fmt_label[fi];
         qc_packed_weight pw;
         memset(&pw, 0, sizeof pw);
         pw.struct_size = sizeof pw;
@@ -1068,7 +1108,7 @@ static void bench_shape(gb *b, const gb_shape *s) {
             continue;
         }
         printf("%s on %s: quantized on the CPU in %.1f s (group %u, scheme 0x%x), %.1f MiB resident in %u buffers\n",
-               f->name, s->name, qc_now_seconds() - t0, pw.group_size, pw.scheme, mib((double)weight_bytes(&pw)),
+               fname(f), s->name, qc_now_seconds() - t0, pw.group_size, pw.scheme, mib((double)weight_bytes(&pw)),
                pw.n_buffers);
         qc_gpu_buf dw[QC_MAX_WEIGHT_BUFFERS];
         memset(dw, 0, sizeof dw);
@@ -1077,11 +1117,11 @@ static void bench_shape(gb *b, const gb_shape *s) {
         int up_ok = 1;
         for (uint32_t i = 0; i < pw.n_buffers && up_ok; i++) {
             char what[96];
-            snprintf(what, sizeof what, "%s w.%s", f->name, pw.buffers[i].name);
+            snprintf(what, sizeof what, "%s w.%s", fname(f), pw.buffers[i].name);
             if (qc_gpu_alloc(b->g, pw.buffers[i].bytes, pw.buffers[i].bytes, pw.buffers[i].category, what, &dw[i],
                              err, sizeof err) ||
                 qc_gpu_upload(b->g, dw[i].ptr, pw.buffers[i].data, pw.buffers[i].bytes, err, sizeof err)) {
-                printf("%s on %s: skipped: weight buffer %s (%.1f MiB of %.1f MiB) did not fit: %s\n", f->name, s->name,
+                printf("%s on %s: skipped: weight buffer %s (%.1f MiB of %.1f MiB) did not fit: %s\n", fname(f), s->name,
                        pw.buffers[i].name, mib((double)pw.buffers[i].bytes), mib((double)weight_bytes(&pw)), err);
                 b->n_err++;
                 up_ok = 0;
@@ -1094,6 +1134,7 @@ static void bench_shape(gb *b, const gb_shape *s) {
         release_packed(f, &pw);
     }
 out:
+    g_label = NULL;
     qc_gpu_free(b->g, &dx);
     qc_gpu_free(b->g, &dxb);
     qc_gpu_free(b->g, &dy);

@@ -112,6 +112,13 @@ has fp8 "fp8         + activation quant   32x256          64"
 has fp8 "(+ fp8.quant_act_token"
 has fp8 "fp8.gemm_block_wgmma   32x256        1-64 refused: scheme"
 has fp8 "0 WRONG, 0 errors"
+# a recipe in --formats (as --format takes it): fp8:block quantizes with scheme block, its rows carry the label
+run 0 fp8blk -- --formats fp8:block --kernels fp8.gemm_channel_wgmma --shapes 32:256 --m 3 --iters 2
+has fp8blk "fp8:block on 32x256: quantized on the CPU"
+has fp8blk "(group 128, scheme 0x3)"
+has fp8blk "fp8:block fp8.gemm_channel_wgmma 32x256           3 refused: scheme"
+run 2 fp8bad -- --formats fp8: --shapes 32:256 --m 3
+has fp8bad "expected name, name:scheme or name:gN"
 if python3 - "$tmp/fp8.json" <<'PY'; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: fp8.json"; fi
 import json, sys
 d = json.load(open(sys.argv[1]))

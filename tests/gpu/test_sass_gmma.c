@@ -116,6 +116,16 @@ int main(void) {
         if (f) wrote &= fclose(f) == 0;
         CHECK(wrote, "%s: cannot write %s", k->id, file);
         const size_t cubin_bytes = c.size;
+        /* QC_SASS_DIR=dir keeps a copy of each cubin there (dir/<kernel id>.cubin) for reading the SASS */
+        const char *keep = getenv("QC_SASS_DIR");
+        if (keep && *keep) {
+            char kf[1200];
+            snprintf(kf, sizeof kf, "%s/%s.cubin", keep, k->id);
+            FILE *g = fopen(kf, "wb");
+            int kept = g && fwrite(c.data, 1, c.size, g) == c.size;
+            if (g) kept &= fclose(g) == 0;
+            CHECK(kept, "%s: cannot write %s (QC_SASS_DIR)", k->id, kf);
+        }
         qc_cubin_free(&c);
         if (!wrote) continue;
         int counts[N_OPS] = {0};

@@ -32,6 +32,7 @@
 #define WG_A_BYTES (WG_BM * WG_BK)
 #define WG_BOX_ROWS 32 /* rows of W per TMA box (keep in step with MAPS_W8A8 in fp8_kernels.c) */
 #define WG_BOX_B_BYTES (WG_BOX_ROWS * WG_BK)
+#define WG_SW 192 /* column scales per buffer: the widest tile */
 
 /* tile width: the one whose waves of WG_SMS tiles carry the most useful columns, weighted by how fast
    a tile of that width runs; keep in step with fp8_wgmma_plan in fp8_kernels.c */
@@ -112,7 +113,7 @@ __device__ __forceinline__ void qc_promote_split(float *tot, const float *acc, f
 template <int BN, int ST>
 __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw, const float *xs, const float *ws,
                                             float *y, long long m, long long n, long long k, unsigned char *smem,
-                                            unsigned long long *bars) {
+                                            unsigned long long *bars, float *sws) {
     const unsigned STAGE = WG_A_BYTES + BN * WG_BK;
     const unsigned base = (qc_smem(smem) + 1023u) & ~1023u; /* the 128-byte swizzle repeats every 1024 B */
     const unsigned full = qc_smem(bars), empty = full + 8 * ST;
@@ -161,13 +162,49 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #endif
         int s = 0;
         unsigned ph = 0;
-        for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int parity = 0; /* which of the warpgroup's two column-scale buffers this tile uses */
+#if FP8_MODE != 0
+        (void)sws, (void)parity;
+#endif
+#if FP8_MODE == 1
+        const float wt = __ldg(ws); /* the one weight scale */
+#endif
+        /* one stage: wait for its bytes, four wgmma k32 into acc (a fresh sum: scale-d 0 on the first) */
+        auto issue = [&](int st_) {
+            qc_mbar_wait(full + 8 * st_, ph);
+            const unsigned sa = base + st_ * STAGE + c * (64 * WG_BK), sb = base + st_ * STAGE + WG_A_BYTES;
+            qc_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < WG_BK / 32; kk++) /* 32 k = 32 B further along the swizzled rows */
+                qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0);
+            qc_wg_commit();
+        };
+        /* Tiles are software-pipelined by one stage: the first stage of a warpgroup's next tile is issued
+           before the epilogue of the current one (acc is free once promoted; the epilogue reads only tot),
+           so the tensor cores work through both warpgroups' next stage while the tile is stored, instead
+           of idling from the last wgmma of one tile to the first of the next. */
+        bool issued = false; /* stage 0 of tile t is already in flight */
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
+        for (long long t = blockIdx.x; t < tiles; t += gridDim.x, parity ^= 1) {
             long long tm, tn;
             qc_wg_tile(t, tiles_m, tiles_n, &tm, &tn);
+#if FP8_MODE == 0
+            /* The tile's BN column scales go to shared memory by cp.async now and are waited for only in
+               the epilogue: loaded there, they put one or two L2 round trips (under the mainloop's load)
+               between the last wgmma of a tile and the first of the next, on every tile. */
+            float *sw = sws + (c * 2 + parity) * WG_SW;
+            {
+                const int ci = tid & 127;
+                const long long cn = tn * BN + 2 * ci;
+                if (ci < BN / 2 && cn < n)
+                    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(qc_smem(sw + 2 * ci)), "l"(ws + cn)
+                                 : "memory");
+                asm volatile("cp.async.commit_group;\n" ::: "memory");
+            }
+#endif
             /* accumulator i of a thread: row 16 warp + lane/4 (+8 for i%4 >= 2), column 8 (i/4) + 2 (lane%4) + i%2 */
             const long long r0 = tm * WG_BM + c * 64 + warp * 16 + (lane >> 2), r1 = r0 + 8;
-#pragma unroll
-            for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
 #if FP8_MODE != 2
             const float f0 = r0 < m ? __ldg(xs + r0) : 0.f, f1 = r1 < m ? __ldg(xs + r1) : 0.f; /* used after the K loop */
 #endif
@@ -184,13 +221,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 /* a_s * w_s, as the reference; loaded before the wait so that the loads overlap it */
                 const float xa0 = xs0[kt], xa1 = xs1[kt], wa = wsa[kt], wb = wsb[kt];
 #endif
-                qc_mbar_wait(full + 8 * s, ph);
-                const unsigned sa = base + s * STAGE + c * (64 * WG_BK), sb = base + s * STAGE + WG_A_BYTES;
-                qc_wg_fence();
-#pragma unroll
-                for (int kk = 0; kk < WG_BK / 32; kk++) /* 32 k = 32 B further along the swizzled rows */
-                    qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0);
-                qc_wg_commit();
+                if (kt > 0 || !issued) issue(s);
                 qc_wg_wait<0>();
                 if (lane == 0) qc_mbar_arrive(empty + 8 * s); /* the stage is read: the producer may refill it */
 #pragma unroll
@@ -211,23 +242,20 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #endif
                 if (++s == ST) { s = 0; ph ^= 1u; }
             }
+            /* the next tile's first stage (the same ring slot order as the producer's) */
+            issued = t + gridDim.x < tiles;
+            if (issued) issue(s);
             const long long cb = tn * BN + 2 * (lane & 3);
             float *y0 = y + r0 * n, *y1 = y + r1 * n;
-#if FP8_MODE != 2
-            /* The scales first, all loads in flight at once (into the registers acc no longer needs);
-               loaded between the stores, each would wait a full L2 round trip, the stores possibly
-               aliasing ws.  Columns past n read column 0 and are not stored. */
-            float2 wv[BN / 8];
-#pragma unroll
-            for (int j = 0; j < BN / 8; j++) {
-#if FP8_MODE == 1
-                wv[j] = make_float2(ws[0], ws[0]);
-#else
-                const long long cn = cb + 8 * j;
-                wv[j] = __ldg((const float2 *)(ws + (cn < n ? cn : 0)));
+#if FP8_MODE == 0
+            /* this thread's copies are done; the warpgroup's named barrier (1 + c) makes the others' visible,
+               and orders this tile's reads before the copies of the tile after next into the same buffer */
+            asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
 #endif
-            }
-#endif
+            /* The epilogue reads tot and the scales only (acc is being written by the tensor cores); the
+               column scales come from shared memory one 8-column chunk at a time, so that no register set
+               beside acc and tot is needed.  Columns past n were not copied and are not stored. */
 #pragma unroll
             for (int j = 0; j < BN / 8; j++) {
                 const long long cn = cb + 8 * j;
@@ -236,13 +264,20 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                     if (r0 < m) *(float2 *)(y0 + cn) = make_float2(tot[4 * j], tot[4 * j + 1]);
                     if (r1 < m) *(float2 *)(y1 + cn) = make_float2(tot[4 * j + 2], tot[4 * j + 3]);
 #else
-                    const float w0 = wv[j].x, w1 = wv[j].y;
+#if FP8_MODE == 1
+                    const float w0 = wt, w1 = wt;
+#else
+                    const float2 wv = *(const float2 *)(sw + 8 * j + 2 * (lane & 3));
+                    const float w0 = wv.x, w1 = wv.y;
+#endif
                     /* y = sum * (a_s * w_s): the scale product first, as the reference */
                     if (r0 < m) *(float2 *)(y0 + cn) = make_float2(tot[4 * j] * (f0 * w0), tot[4 * j + 1] * (f0 * w1));
                     if (r1 < m) *(float2 *)(y1 + cn) = make_float2(tot[4 * j + 2] * (f1 * w0), tot[4 * j + 3] * (f1 * w1));
 #endif
                 }
             }
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
         }
     }
 }
@@ -261,6 +296,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) QC_ENTRY(const u8 *xq, cons
                                                               const __grid_constant__ QcTmap tmw) {
     extern __shared__ __align__(1024) unsigned char smem[];
     __shared__ __align__(8) unsigned long long bars[2 * 6];
+    __shared__ __align__(16) float sws[2 * 2 * WG_SW]; /* column scales: 2 consumer warpgroups x 2 tiles */
     (void)xq;
     (void)w;
     if (m <= 0 || n <= 0) return;
@@ -270,8 +306,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) QC_ENTRY(const u8 *xq, cons
         return;
     }
     switch (qc_wg_bn(m, n)) {
-    case 192: qc_fp8_gemm<192, 5>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars); break;
-    case 160: qc_fp8_gemm<160, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars); break;
-    default: qc_fp8_gemm<128, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars); break;
+    case 192: qc_fp8_gemm<192, 5>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws); break;
+    case 160: qc_fp8_gemm<160, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws); break;
+    default: qc_fp8_gemm<128, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws); break;
     }
 }
