@@ -11,8 +11,14 @@ static const struct {
     int specific;
 } ARCHS[] = {{80, 0}, {89, 0}, {90, 1}, {100, 1}};
 
-int main(void) {
+/* argv[1] "i/N": only kernels whose registration index is i modulo N (CI runs the N shards side by side) */
+int main(int argc, char **argv) {
     qc_set_log_level(QC_LOG_WARN);
+    unsigned shard = 0, n_shards = 1;
+    if (argc > 1 && (sscanf(argv[1], "%u/%u", &shard, &n_shards) != 2 || n_shards == 0 || shard >= n_shards)) {
+        fprintf(stderr, "test_nvrtc_kernels: argument '%s' is not a shard i/N with i < N\n", argv[1]);
+        return 2;
+    }
     char *tmp = nv_tmpdir();
     if (!tmp) {
         fprintf(stderr, "cannot make a temporary folder\n");
@@ -41,6 +47,7 @@ int main(void) {
         const qc_kernel_desc *k = qc_kernel_get(rt, i);
         if (!k || !k->cuda_source) continue;
         with_source++;
+        if (i % n_shards != shard) continue;
         size_t archs = 0;
         for (size_t a = 0; a < sizeof ARCHS / sizeof ARCHS[0]; a++) {
             uint32_t sm = ARCHS[a].sm;
@@ -58,8 +65,8 @@ int main(void) {
         CHECK(archs > 0, "%s has CUDA source but claims none of sm_80/89/90/100 (arch %u..%u)", k->id,
               k->arch.min_sm, k->arch.max_sm);
     }
-    printf("test_nvrtc_kernels: compiled %zu kernel builds: %zu of %zu registered kernels have CUDA source\n",
-           builds, with_source, total);
+    printf("test_nvrtc_kernels: shard %u/%u compiled %zu kernel builds; %zu of %zu registered kernels have CUDA "
+           "source\n", shard, n_shards, builds, with_source, total);
     qc_runtime_close(rt);
     qc_nvrtc_destroy(n);
     if (qc_test_failed)
