@@ -41,7 +41,7 @@ static const char W4_GEMV_REG_SRC[] =
     "#define W4R_U 4\n"
     "#endif\n"
     "#ifndef W4R_UBIG /* vectors in flight per row for m > 2 (more x rows, more registers) */\n"
-    "#define W4R_UBIG 2\n"
+    "#define W4R_UBIG 1\n"
     "#endif\n"
     "#ifndef W4R_MINB /* blocks per SM the registers must allow */\n"
     "#define W4R_MINB 2\n"
