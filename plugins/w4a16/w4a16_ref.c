@@ -7,7 +7,6 @@
 qc_status w4_register_kernels(const qc_host_api *api, qc_host *host);
 qc_status w4_register_gpu_kernels(const qc_host_api *api, qc_host *host); /* w4a16_cuda.c */
 qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
-qc_status w4_register_gemv_reg_kernels(const qc_host_api *api, qc_host *host); /* w4a16_gemv_reg.c */
 
 /* Tiles: W4_MB rows of x by W4_NB rows of W over W4_KC stored columns.
  * The tiling changes only the traversal: each output is still one f32 sum
@@ -167,6 +166,5 @@ qc_status w4_register_kernels(const qc_host_api *api, qc_host *host) {
         if (st != QC_OK) return st;
     }
     qc_status gst = w4_register_gpu_kernels(api, host);
-    if (gst == QC_OK) gst = w4_register_gemv_reg_kernels(api, host); /* w4a16_gemv_reg.c */
     return gst != QC_OK ? gst : w4_register_wgmma_kernels(api, host); /* w4a16_wgmma.c */
 }
