@@ -254,40 +254,34 @@ static int cmp_float(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Median microseconds of REPS runs of launch set i % sets, the way
- * triton's do_bench times: every run is queued back to back (3 warm-ups
- * first) with an event between consecutive runs and one wait at the end, so
- * neither the host's launch cost nor a synchronization sits inside a
- * measured interval (unless the host cannot keep the queue ahead of the GPU). */
-#define TIME_METHOD "median of 50 back-to-back runs, an event between runs"
+/* median microseconds of REPS runs (after 3 warm-ups), launch set i % sets for run i */
 static double time_launches(ctx *c, launch (*ls)[2], int nl, int sets) {
     char err[512];
     float ms[REPS];
     double med = -1;
-    qc_gpu_event ev[REPS + 1] = {0};
-    int bad = 0;
-    for (int i = 0; i <= REPS && !bad; i++) bad = qc_gpu_event_create(c->g, &ev[i], err, sizeof err) != QC_OK;
-    if (bad) {
+    qc_gpu_event a = NULL, b = NULL;
+    if (qc_gpu_event_create(c->g, &a, err, sizeof err) || qc_gpu_event_create(c->g, &b, err, sizeof err)) {
         CHECK(0, "events: %s", err);
         goto out;
     }
-    for (int i = -3; i < REPS && !bad; i++) {
-        int s = (i + 3) % sets;
-        if (i == 0) bad = qc_gpu_event_record(c->g, ev[0], err, sizeof err) != QC_OK;
+    for (int i = -3; i < REPS; i++) {
+        int s = (i + 3) % sets, bad = qc_gpu_event_record(c->g, a, err, sizeof err);
         for (int k = 0; k < nl && !bad; k++)
-            bad = qc_gpu_launch(c->g, ls[s][k].fn, &ls[s][k].d, ls[s][k].argv, err, sizeof err) != QC_OK;
-        if (i >= 0 && !bad) bad = qc_gpu_event_record(c->g, ev[i + 1], err, sizeof err) != QC_OK;
-    }
-    for (int i = 0; i < REPS && !bad; i++) bad = qc_gpu_event_elapsed(c->g, ev[i], ev[i + 1], &ms[i], err, sizeof err) != QC_OK;
-    if (bad) {
-        CHECK(0, "timing: %s", err);
-        goto out;
+            bad = qc_gpu_launch(c->g, ls[s][k].fn, &ls[s][k].d, ls[s][k].argv, err, sizeof err);
+        if (!bad) bad = qc_gpu_event_record(c->g, b, err, sizeof err);
+        float t = 0;
+        if (!bad) bad = qc_gpu_event_elapsed(c->g, a, b, &t, err, sizeof err);
+        if (bad) {
+            CHECK(0, "timing: %s", err);
+            goto out;
+        }
+        if (i >= 0) ms[i] = t;
     }
     qsort(ms, REPS, sizeof ms[0], cmp_float);
     med = 1000.0 * ms[REPS / 2];
 out:
-    for (int i = 0; i <= REPS; i++)
-        if (ev[i]) qc_gpu_event_destroy(c->g, ev[i]);
+    qc_gpu_event_destroy(c->g, a);
+    qc_gpu_event_destroy(c->g, b);
     return med;
 }
 
@@ -695,12 +689,6 @@ static void decode_cases(ctx *c) {
     for (int v = 0; v < 3; v++) case_decode(c, 1, longs, 32, 8, 128, 1.5f, v, 0, 0);
     case_decode(c, 2, longs, 32, 8, 128, 3.0f, V_HEAD, 0, 0);
     case_decode(c, 1, longs, 16, 2, 64, 1.5f, V_TENSOR, 0, 0);
-    /* few partitions of long contexts: > 32 blocks per warp, so the decode's
-     * cp.async ring wraps many times and reloads its block ids */
-    int32_t big[16];
-    for (int b = 0; b < 16; b++) big[b] = (int32_t)(6000 + qc_test_rng(&c->rng) % 4000);
-    case_decode(c, 16, big, 32, 8, 128, 1.5f, V_TENSOR, 0, 0);
-    case_decode(c, 16, big, 16, 8, 64, 1.5f, V_E5M2, 0, 0);
     int32_t zero[3] = {0, 40, 0}; /* empty contexts give zeros */
     case_decode(c, 3, zero, 32, 8, 128, 1.5f, V_TENSOR, 0, 0);
 }
@@ -907,7 +895,6 @@ int main(void) {
             decode_cases(&c);
             prefill_cases(&c);
             printf("%s: correctness cases took %.1f s\n", TEST, qc_now_seconds() - t0);
-            printf("%s: timing method: %s\n", TEST, TIME_METHOD);
             timing_cases(&c);
             engine_case(&c);
         }

@@ -23,13 +23,6 @@ typedef unsigned char u8;
 #define QC_DEC_CTA_COST 64
 #define QC_DEC_MAX_PARTS 64
 #define QC_DEC_MIN_PART 64
-/* decode's cp.async ring: stages per warp, bytes per stage (32 lanes x 8
- * 16-byte slots: a block's K and V pieces of each lane), and the CTA's
- * static shared memory (the rings; the combine of 16 x 128 floats per warp
- * plus m and l fits inside them) */
-#define QC_DEC_STAGES 3
-#define QC_DEC_STAGE_BYTES 4096
-#define QC_DEC_SMEM_BYTES (QC_DEC_WARPS * QC_DEC_STAGES * QC_DEC_STAGE_BYTES)
 #define QC_PF_ROWS 64
 #define QC_PF_KV 64
 #define QC_LOG2E 1.4426950408889634f
@@ -131,19 +124,6 @@ __device__ __forceinline__ uint2 qc_ld8(const void *p) {
     uint2 v;
     asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
     return v;
-}
-/* asynchronous global -> shared copies (sm_80+), 16 bytes past L1 or 8 */
-__device__ __forceinline__ void qc_cp16(void *smem, const void *gmem) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((u32)__cvta_generic_to_shared(smem)), "l"(gmem)
-                 : "memory");
-}
-__device__ __forceinline__ void qc_cp8(void *smem, const void *gmem) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"((u32)__cvta_generic_to_shared(smem)), "l"(gmem)
-                 : "memory");
-}
-__device__ __forceinline__ void qc_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void qc_cp_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 /* D (f32) += A (f16 16x16) B (f16 16x8) */
 __device__ __forceinline__ void qc_mma(float *d, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {

@@ -64,56 +64,6 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
     const int start = part * plen, end = min(ctx, start + plen);
     const int b0 = start / QC_KVB, b1 = (end + QC_KVB - 1) / QC_KVB;
 
-    const float sl2 = scale * kmul * QC_LOG2E;
-    float m0 = QC_NEG_INF, m1 = QC_NEG_INF, l0 = 0.f, l1 = 0.f;
-    float o[VW][4];
-#pragma unroll
-    for (int n = 0; n < VW; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    const long long head_stride = (long long)QC_KVB * D; /* bytes of one block of one head */
-    const int *btr = bt + (long long)seq * max_blocks;
-    /* The warp's blocks b0 + warp + 4 it stream through a QC_DEC_STAGES-deep
-     * ring in shared memory by cp.async, QC_DEC_STAGES - 1 blocks ahead of the
-     * math, so the bytes in flight cost no registers.  Each thread copies
-     * exactly the 16-byte pieces it later reads (slot k of lane l at
-     * 16 (32 k + l): conflict-free), so no barrier is needed between warps
-     * or lanes, only cp.async.wait_group. */
-    const int nit = b1 > b0 + warp ? (b1 - b0 - warp + QC_DEC_WARPS - 1) / QC_DEC_WARPS : 0;
-    u8 *ring = (u8 *)sm + warp * QC_DEC_STAGES * QC_DEC_STAGE_BYTES;
-    /* block ids of iterations 32 (itx / 32) + lane, and of the next 32
-     * (loaded 16 iterations early so the table never stalls the warp) */
-    int bid_tab = 0, bid_nxt = 0;
-    auto issue = [&](int itx) {
-        if (itx < nit) {
-            if ((itx & 31) == 0) {
-                int bb = b0 + warp + QC_DEC_WARPS * (itx + lane);
-                bid_tab = itx ? bid_nxt : bb < b1 ? btr[bb] : 0;
-            } else if ((itx & 31) == 16) {
-                int bb = b0 + warp + QC_DEC_WARPS * (itx + 16 + lane);
-                bid_nxt = bb < b1 ? btr[bb] : 0;
-            }
-            const int bid = __shfl_sync(0xffffffffu, bid_tab, itx & 31);
-            const u8 *kb = kc + ((long long)bid * n_kv_heads + kvh) * head_stride;
-            const u8 *vb = vc + ((long long)bid * n_kv_heads + kvh) * head_stride;
-            u8 *st = ring + (itx % QC_DEC_STAGES) * QC_DEC_STAGE_BYTES + 16 * lane;
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-                int tok = 4 * (g >> 1) + 2 * j + (g & 1);
-#pragma unroll
-                for (int c = 0; c < KC; c++) qc_cp16(st + 512 * (j * KC + c), kb + tok * D + 64 * c + 16 * t);
-            }
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                if constexpr (VWD == 4)
-                    qc_cp16(st + 512 * (4 + i), vb + (4 * t + i) * D + VW * g);
-                else
-                    qc_cp8(st + 512 * (4 + i), vb + (4 * t + i) * D + VW * g);
-            }
-        }
-        qc_cp_commit(); /* one group per iteration, empty past the end, so the wait count holds */
-    };
-#pragma unroll
-    for (int s = 0; s < QC_DEC_STAGES - 1; s++) issue(s);
-    /* (after the first copies are on their way, so the two latencies overlap) */
     /* q rows g and g + 8 as f16 A fragments (the S permutation); rows past hn are zero */
     u32 qa[D / 16][4];
     {
@@ -130,23 +80,38 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
             qa[ks][3] = qc_h2(y.z, y.w);
         }
     }
-    for (int it = 0, b = b0 + warp; it < nit; it++, b += QC_DEC_WARPS) {
-        issue(it + QC_DEC_STAGES - 1);
-        qc_cp_wait<QC_DEC_STAGES - 1>(); /* this iteration's group has landed */
-        const u8 *st = ring + (it % QC_DEC_STAGES) * QC_DEC_STAGE_BYTES + 16 * lane;
+    const float sl2 = scale * kmul * QC_LOG2E;
+    float m0 = QC_NEG_INF, m1 = QC_NEG_INF, l0 = 0.f, l1 = 0.f;
+    float o[VW][4];
+#pragma unroll
+    for (int n = 0; n < VW; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    const long long head_stride = (long long)QC_KVB * D; /* bytes of one block of one head */
+    const int *btr = bt + (long long)seq * max_blocks;
+    /* block ids of this warp's next 32 blocks, one per lane */
+    int bid_next = b0 + warp + 4 * lane < b1 ? btr[b0 + warp + 4 * lane] : 0;
+    for (int it = 0, b = b0 + warp; b < b1; it++, b += QC_DEC_WARPS) {
+        if ((it & 31) == 0 && it) {
+            int bb = b + 4 * lane;
+            bid_next = bb < b1 ? btr[bb] : 0;
+        }
+        const int bid = __shfl_sync(0xffffffffu, bid_next, it & 31);
+        const u8 *kb = kc + ((long long)bid * n_kv_heads + kvh) * head_stride;
+        const u8 *vb = vc + ((long long)bid * n_kv_heads + kvh) * head_stride;
         uint4 kr[2][KC];
         u32 vw[4][VWD];
 #pragma unroll
-        for (int j = 0; j < 2; j++)
+        for (int j = 0; j < 2; j++) {
+            int tok = 4 * (g >> 1) + 2 * j + (g & 1);
 #pragma unroll
-            for (int c = 0; c < KC; c++) kr[j][c] = *(const uint4 *)(st + 512 * (j * KC + c));
+            for (int c = 0; c < KC; c++) kr[j][c] = qc_ld16(kb + tok * D + 64 * c + 16 * t);
+        }
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             if constexpr (VWD == 4) {
-                uint4 x = *(const uint4 *)(st + 512 * (4 + i));
+                uint4 x = qc_ld16(vb + (4 * t + i) * D + VW * g);
                 vw[i][0] = x.x, vw[i][1] = x.y, vw[i][2] = x.z, vw[i][3] = x.w;
             } else {
-                uint2 x = *(const uint2 *)(st + 512 * (4 + i));
+                uint2 x = qc_ld8(vb + (4 * t + i) * D + VW * g);
                 vw[i][0] = x.x, vw[i][1] = x.y;
             }
         }
@@ -201,15 +166,13 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
         /* P as the A fragment: k 2t, 2t+1 <-> tokens 4t, 4t+1; k 2t+8, 2t+9 <-> 4t+2, 4t+3 */
         const u32 pa0 = qc_h2(p[0][0], p[0][1]), pa1 = qc_h2(p[0][2], p[0][3]);
         const u32 pa2 = qc_h2(p[1][0], p[1][1]), pa3 = qc_h2(p[1][2], p[1][3]);
-        /* once the maxima settle (most blocks of a long context) no row's
-         * maximum moves: skip the warp's 4 VW rescaling multiplies */
-        if (__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f)) {
-#pragma unroll
-            for (int n = 0; n < VW; n++) o[n][0] *= a0, o[n][1] *= a0, o[n][2] *= a1, o[n][3] *= a1;
-        }
 #pragma unroll
         for (int n = 0; n < VW; n++) {
             float *acc = o[n];
+            acc[0] *= a0;
+            acc[1] *= a0;
+            acc[2] *= a1;
+            acc[3] *= a1;
             /* byte n of tokens 4t..4t+3: pairs (4t, 4t+1) and (4t+2, 4t+3), low byte first */
             const int w = n >> 2;
             const u32 sel = (n & 2) ? 0x7362u : 0x5140u;
@@ -223,8 +186,6 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
 
-    qc_cp_wait<0>();
-    __syncthreads(); /* the combine below reuses the other warps' rings */
     /* combine the warps: sm = [warps][16 rows][D] of o, then [warps][16] m and l */
     float *so = sm, *sm_m = sm + QC_DEC_WARPS * 16 * D, *sm_l = sm_m + QC_DEC_WARPS * 16;
     /* n-tile n, column 2t + e is dim VW (2t + e) + n */
@@ -279,10 +240,7 @@ extern "C" __global__ void __launch_bounds__(128, 3)
                           const int *ctx_lens, float *out, float *work, int n_seqs, int n_heads, int n_kv_heads,
                           int head_dim, int max_blocks, float scale, const float *k_scale, const float *v_scale,
                           u32 variant) {
-    static_assert(QC_DEC_WARPS * 16 * 128 + 2 * QC_DEC_WARPS * 16 <= QC_DEC_SMEM_BYTES / 4, "combine fits the rings");
-    static_assert(QC_DEC_STAGE_BYTES == 32 * 8 * 16, "8 16-byte slots per lane");
-    /* the cp.async rings, then (aliased) the warps' combine */
-    __shared__ __align__(16) float sm[QC_DEC_SMEM_BYTES / 4];
+    __shared__ __align__(16) float sm[QC_DEC_WARPS * 16 * 128 + 2 * QC_DEC_WARPS * 16];
     if (!qc_attn_shape_ok(n_heads, n_kv_heads, head_dim) || max_blocks <= 0 || variant > QC_KV_E5M2) {
         long long total = (long long)n_seqs * n_heads * head_dim;
         long long id = ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
@@ -314,14 +272,11 @@ extern "C" __global__ void __launch_bounds__(128, 3)
 
 /* Combine the partitions of sequences that had more than one: out = sum_p
  * 2^(m_p - M) acc_p / sum_p 2^(m_p - M) l_p (the V scale is already in
- * acc_p).  grid (n_heads, n_seqs), 128 threads (4 warps: the
- * partition split below assumes it); the core reduce's parameters. */
+ * acc_p).  grid (n_heads, n_seqs), 128 threads; the core reduce's parameters. */
 extern "C" __global__ void __launch_bounds__(128)
     qc_kv_fp8_attn_decode_reduce(const int *ctx_lens, float *out, const float *work, int n_seqs, int n_heads,
                                  int n_kv_heads, int head_dim, int max_blocks) {
-    static_assert(QC_DEC_MAX_PARTS <= 64, "two partitions per lane");
     __shared__ float wts[QC_DEC_MAX_PARTS];
-    __shared__ float red[4][128];
     __shared__ float inv_l;
     const int h = blockIdx.x, seq = blockIdx.y;
     if (seq >= n_seqs || h >= n_heads || !qc_attn_shape_ok(n_heads, n_kv_heads, head_dim) || max_blocks <= 0) return;
@@ -332,35 +287,23 @@ extern "C" __global__ void __launch_bounds__(128)
     if (nused <= 1) return; /* the decode kernel wrote it */
     const long long base = ((long long)seq * n_heads + h) * nparts;
     const float *ml = work + (long long)n_seqs * n_heads * nparts * head_dim;
-    if (threadIdx.x < 32) { /* nused <= QC_DEC_MAX_PARTS = 64: two (m, l) pairs per lane, loaded once */
-        const int p0 = threadIdx.x, p1 = threadIdx.x + 32;
-        const float2 x0 = p0 < nused ? *(const float2 *)(ml + 2 * (base + p0)) : make_float2(QC_NEG_INF, 0.f);
-        const float2 x1 = p1 < nused ? *(const float2 *)(ml + 2 * (base + p1)) : make_float2(QC_NEG_INF, 0.f);
-        float mm = fmaxf(x0.x, x1.x);
+    if (threadIdx.x < 32) {
+        float mm = QC_NEG_INF;
+        for (int p = threadIdx.x; p < nused; p += 32) mm = fmaxf(mm, ml[2 * (base + p)]);
         for (int o = 16; o > 0; o >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, o));
-        const float w0 = p0 < nused ? exp2f(x0.x - mm) : 0.f, w1 = p1 < nused ? exp2f(x1.x - mm) : 0.f;
-        if (p0 < nused) wts[p0] = w0;
-        if (p1 < nused) wts[p1] = w1;
-        float l = w0 * x0.y + w1 * x1.y;
+        float l = 0.f;
+        for (int p = threadIdx.x; p < nused; p += 32) {
+            float w = exp2f(ml[2 * (base + p)] - mm);
+            wts[p] = w;
+            l += w * ml[2 * (base + p) + 1];
+        }
         for (int o = 16; o > 0; o >>= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
         if (threadIdx.x == 0) inv_l = 1.f / l;
     }
     __syncthreads();
-    /* warp w sums partitions w, w + 4, ...: a few independent coalesced loads
-     * per thread in flight instead of one latency per partition (B = 1 at a
-     * long context has ~50 partitions) */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll 4
-    for (int p = warp; p < nused; p += 4) {
-        const float w = wts[p], *src = work + (base + p) * head_dim;
-#pragma unroll
-        for (int i = 0; i < 4; i++)
-            if (lane + 32 * i < head_dim) acc[i] += w * src[lane + 32 * i];
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+        float acc = 0.f;
+        for (int p = 0; p < nused; p++) acc += wts[p] * work[(base + p) * head_dim + d];
+        out[((long long)seq * n_heads + h) * head_dim + d] = acc * inv_l;
     }
-#pragma unroll
-    for (int i = 0; i < 4; i++) red[warp][lane + 32 * i] = acc[i];
-    __syncthreads();
-    for (int d = threadIdx.x; d < head_dim; d += blockDim.x)
-        out[((long long)seq * n_heads + h) * head_dim + d] = (red[0][d] + red[1][d] + red[2][d] + red[3][d]) * inv_l;
 }
