@@ -17,15 +17,12 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
  * x's rows (the same descriptor as bf16.linear_wgmma's W).  No dequantized
  * weight is ever stored, not even to shared memory.
  *
- * Precision (Marlin's and Machete's): A holds bf16((q - z) s), the scale
- * folded in with one rounding (s = hi + lo, both bf16; (q - z) lo is exact,
- * one bf16x2 fma rounds (q - z) hi + (q - z) lo), and wgmma accumulates in f32
- * over all of K.  No partial sums, no promotion, no wait per group: the
- * tensor cores run back to back.  The cost is a relative error of at most
- * 2^-9 per weight, random with x's signs (the tests compare with the double
- * sum over bf16-rounded weights and with the C reference within that sum's
- * distance to the exact one).  A finite f16 scale only; an inf scale gives
- * NaN (inf - inf in the split).
+ * Exactness as in w4a16_cuda.c: A holds q - z (exact in bf16) and wgmma
+ * sums x (q - z) for one group into `part` (f32); the CUDA cores then add
+ * s * part into `acc` (two-level accumulation, one promotion per group, or
+ * per 64-k block when the block is all a warpgroup sees of a group).  In the
+ * transposed accumulator a thread holds only two W rows (g and g+8 of its
+ * warp), so a promotion needs two scales.
  *
  * Block: 384 threads, persistent (at most 132 blocks, the H200's SMs).
  * Warpgroup 0 is the producer (setmaxnreg 56): thread 0 issues the TMA
@@ -44,13 +41,11 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
  * when it is needed: per k a tile reads 2 BM bytes of x (from L2) for
  * NT / 2 bytes of W, so narrower tiles read x more often.  8 stages at
  * BM 128, 12 or 16 at BM 64.  Each 64-k block: wait for the stage, build
- * the 4 A fragments one k16 step at a time (wgmma.fence, wgmma each),
- * a commit group per wgmma, then wgmma.wait 4 (the previous block's 4 are
- * done: its stage is released, its A registers free), so the next block's
- * fragments are built while this block's 4 wgmmas stay queued on the tensor
- * cores; A is double-buffered (two blocks per unrolled pass) and the
- * K tail's missing half is masked to A = 0 rather than branched around (a
- * branch join makes ptxas serialize the wgmmas, C7520).
+ * the 4 A fragments one k16 step at a time (wgmma.fence, wgmma each), then
+ * wgmma.wait 0, release the stage, promote at a group's end; the other
+ * consumer's wgmmas keep the tensor cores busy meanwhile.  At g128 without
+ * the K split a group's two blocks go in one unrolled pass, the first's
+ * wgmmas (and A registers) left in flight while the second is built.
  * Per stage: x (BM x 64 bf16), W (NT x 32 B), scale and zero words
  * (2 groups x NT x 4 B each).  Rows past n are clamped to n - 1 (never
  * stored); x rows past m read as zero (TMA) and x boxes wholly past m are
@@ -140,26 +135,14 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "}\n"                                                                                                          \
     "/* bf16x2 -(128 + z) in both halves */\n"                                                                     \
     "__device__ __forceinline__ u32 w4w_negz(u32 z) { return (0xC300u | z) * 0x10001u; }\n"                         \
-    "/* s = hi + lo, both bf16 (in both halves): hi = bf16(s), lo = s - hi (exact in f32, at most 3 significant bits\n" \
-    "   for an f16 s, so (q - z) lo is exact in bf16 too) */\n" \
-    "__device__ __forceinline__ void w4w_split(float s, u32 *hi, u32 *lo) {\n" \
-    "    u32 h, l;\n" \
-    "    asm(\"cvt.rn.bf16x2.f32 %0, %1, %1;\" : \"=r\"(h) : \"f\"(s));\n" \
-    "    const float r = s - __uint_as_float(h << 16);\n" \
-    "    asm(\"cvt.rn.bf16x2.f32 %0, %1, %1;\" : \"=r\"(l) : \"f\"(r));\n" \
-    "    *hi = h, *lo = l;\n" \
-    "}\n" \
-    "/* byte t of w gives the bf16x2 pair ((q(2t) - z) s, (q(2t+1) - z) s): its low nibble lands at bits 0-3, its high\n" \
-    "   nibble (byte t of w >> 4) at bits 16-19, 0x4300 makes each 128 + q, one bf16x2 fma subtracts 128 + z (exact),\n" \
-    "   then (q - z) hi + (q - z) lo with (q - z) lo exact: one rounding, bf16((q - z) s) exactly */\n" \
-    "__device__ __forceinline__ u32 w4w_deq(u32 w, u32 sel, u32 negz, u32 hi, u32 lo) {\n" \
-    "    const u32 v = (__byte_perm(w, w >> 4, sel) & 0x000F000Fu) | 0x43004300u;\n" \
-    "    u32 d, e;\n" \
-    "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(v), \"r\"(W4_ONES), \"r\"(negz));\n" \
-    "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(e) : \"r\"(d), \"r\"(lo), \"r\"(0x80008000u));\n" \
-    "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(d), \"r\"(hi), \"r\"(e));\n" \
-    "    return d;\n" \
-    "}\n" \
+    "/* byte t of w gives the bf16x2 pair (q(2t) - z, q(2t+1) - z): its low nibble lands at bits 0-3, its high\n"  \
+    "   nibble (byte t of w >> 4) at bits 16-19, 0x4300 makes each 128 + q, one bf16x2 fma subtracts 128 + z */\n" \
+    "__device__ __forceinline__ u32 w4w_deq(u32 w, u32 sel, u32 negz) {\n"                                         \
+    "    const u32 v = (__byte_perm(w, w >> 4, sel) & 0x000F000Fu) | 0x43004300u;\n"                               \
+    "    u32 d;\n"                                                                                                 \
+    "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(v), \"r\"(W4_ONES), \"r\"(negz));\n"             \
+    "    return d;\n"                                                                                              \
+    "}\n"
 
 /* wgmma with A from registers: D[64 x N] (+)= A[64 x 16] B[16 x N], B K-major in shared memory */
 #define W4W_SRC_WGMMA \
@@ -285,40 +268,37 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "        const int rl = (KS == 1 ? 64 * c : 0) + 16 * warp + g; /* tile row of A row g; A row g + 8 is rl + 8 */\n" \
     "        const int swz = (rl >> 2) & 1;                        /* the same for rl + 8 */\n" \
     "        const u32 sel = (u32)t | ((u32)(t + 4) << 8);\n" \
-    "        const int k0 = KS == 2 ? c : 0;                       /* this consumer's first 64-k block, */\n" \
-    "        const int own = (kt_n - k0 + KS - 1) / KS;            /* how many it takes (every KS-th) */\n" \
-    "        float acc[BM / 2];\n" \
-    "        ll gk = 0; /* blocks the producer filled for this block's earlier tiles: the ring position of kt 0 */\n" \
-    "        for (ll tt = blockIdx.x; tt < tiles; tt += gridDim.x, gk += kt_n) {\n" \
+    "        float acc[BM / 2], part[BM / 2];\n" \
+    "        int s = 0;\n" \
+    "        u32 ph = 0;\n" \
+    "        for (ll tt = blockIdx.x; tt < tiles; tt += gridDim.x) {\n" \
     "            ll tm, tn;\n" \
     "            w4w_tile(tt, tiles_m, tiles_n, &tm, &tn);\n" \
     "            const ll m0 = tm * BM, n0 = tn * NT;\n" \
     "            const ll rc0 = n0 + rl < n ? n0 + rl : n - 1, rc1 = n0 + rl + 8 < n ? n0 + rl + 8 : n - 1;\n" \
     "#pragma unroll\n" \
     "            for (int i = 0; i < BM / 2; i++) acc[i] = 0.f;\n" \
-    "            /* two blocks' A fragments: block i's are built while block i - 1's wgmmas are in flight (they read\n" \
-    "               their A registers until their wait), so the tensor cores never wait for the CUDA cores */\n" \
-    "            u32 a[2][4][4];\n" \
-    "            /* the ring position of this consumer's first block (64-bit division once a tile), then stepped */\n" \
-    "            int s = (int)((gk + k0) % ST), sprev = 0;\n" \
-    "            u32 ph = (u32)((gk + k0) / ST) & 1u;\n" \
-    "            for (int i0 = 0; i0 < own; i0 += 2)\n" \
+    "            /* g128 without the K split: a group's two blocks in one unrolled pass, so that the first block's\n" \
+    "               wgmmas (and their A registers) stay in flight while the second block is built */\n" \
+    "            constexpr int KPI = GS == 8 && KS == 1 ? 2 : 1;\n" \
+    "            int sp = 0;\n" \
+    "            for (int kt0 = 0; kt0 < kt_n; kt0 += KPI)\n" \
     "#pragma unroll\n" \
-    "            for (int u = 0; u < 2; u++) {\n" \
-    "                const int i = i0 + u;\n" \
-    "                if (i < own) {\n" \
-    "                    const int kt = k0 + KS * i;\n" \
+    "            for (int u = 0; u < KPI; u++) {\n" \
+    "                const int kt = kt0 + u; /* kt_n is even when KPI is 2 (k % 128 == 0) */\n" \
+    "                if (KS == 1 || (kt & 1) == c) {\n" \
     "                    w4w_wait(full + 8 * s, ph);\n" \
     "                    const u32 sx = base + s * STAGE;\n" \
     "                    const unsigned char *ws = al + s * STAGE + XB, *ms = ws + WB, *zs = ms + MB;\n" \
-    "                    u32 h0[GPS], l0[GPS], h1[GPS], l1[GPS], z0[GPS], z1[GPS];\n" \
+    "                    float s0[GPS], s1[GPS];\n" \
+    "                    u32 z0[GPS], z1[GPS];\n" \
     "#pragma unroll\n" \
     "                    for (int gq = 0; gq < GPS; gq++) {\n" \
     "                        const ll gi = GS == 2 ? 2 * (ll)kt + gq : (ll)kt * 4 / GS;\n" \
     "                        const ll e0 = rc0 * ng + gi, e1 = rc1 * ng + gi;\n" \
-    "                        const u32 sa = *(const u32 *)(ms + (gq * NT + rl) * 4), sb = *(const u32 *)(ms + (gq * NT + rl + 8) * 4);\n" \
-    "                        w4w_split(w4w_h2f((e0 & 1) ? sa >> 16 : sa), &h0[gq], &l0[gq]);\n" \
-    "                        w4w_split(w4w_h2f((e1 & 1) ? sb >> 16 : sb), &h1[gq], &l1[gq]);\n" \
+    "                        const u32 a = *(const u32 *)(ms + (gq * NT + rl) * 4), b = *(const u32 *)(ms + (gq * NT + rl + 8) * 4);\n" \
+    "                        s0[gq] = w4w_h2f((e0 & 1) ? a >> 16 : a);\n" \
+    "                        s1[gq] = w4w_h2f((e1 & 1) ? b >> 16 : b);\n" \
     "                        if (S == W4_ASYM) {\n" \
     "                            const u32 za = *(const u32 *)(zs + (gq * NT + rl) * 4), zb = *(const u32 *)(zs + (gq * NT + rl + 8) * 4);\n" \
     "                            z0[gq] = w4w_negz((za >> (8 * (int)(e0 & 3))) & 15u);\n" \
@@ -327,36 +307,48 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                            z0[gq] = z1[gq] = W4_NEG136;\n" \
     "                        }\n" \
     "                    }\n" \
+    "                    /* GS 8 without the K split: one group over two blocks */\n" \
+    "                    const bool first = KS == 2 || GS != 8 || (kt & 1) == 0, last = KS == 2 || GS != 8 || (kt & 1) == 1;\n" \
     "                    const bool half = GS == 2 && (ll)kt * 64 + 32 >= k; /* the K tail: only the block's first 32 k */\n" \
+    "                    u32 a[4][4];\n" \
     "#pragma unroll\n" \
     "                    for (int j = 0; j < 4; j++) {\n" \
+    "                        if (j == 2 && half) break;\n" \
     "                        /* A of k16 step j: words 2j and 2j + 1 (k 16j .. 16j + 15) of rows g and g + 8, built just\n" \
-    "                           before its wgmma */\n" \
+    "                           before its wgmma; each step's registers stay untouched until the wait */\n" \
     "                        const int off = 16 * ((j >> 1) ^ swz) + 8 * (j & 1), gq = GS == 2 ? j >> 1 : 0;\n" \
     "                        const uint2 r0 = *(const uint2 *)(ws + rl * 32 + off);\n" \
     "                        const uint2 r1 = *(const uint2 *)(ws + (rl + 8) * 32 + off);\n" \
-    "                        /* past k (the tail's second half) A is 0: its W bytes and scales are stale, x is 0 there\n" \
-    "                           (TMA), 0 x 0 adds nothing; a branch instead would make ptxas serialize the wgmmas */\n" \
-    "                        const u32 keep = j >= 2 && half ? 0u : ~0u;\n" \
-    "                        a[u][j][0] = w4w_deq(r0.x, sel, z0[gq], h0[gq], l0[gq]) & keep;\n" \
-    "                        a[u][j][1] = w4w_deq(r1.x, sel, z1[gq], h1[gq], l1[gq]) & keep;\n" \
-    "                        a[u][j][2] = w4w_deq(r0.y, sel, z0[gq], h0[gq], l0[gq]) & keep;\n" \
-    "                        a[u][j][3] = w4w_deq(r1.y, sel, z1[gq], h1[gq], l1[gq]) & keep;\n" \
+    "                        a[j][0] = w4w_deq(r0.x, sel, z0[gq]);\n" \
+    "                        a[j][1] = w4w_deq(r1.x, sel, z1[gq]);\n" \
+    "                        a[j][2] = w4w_deq(r0.y, sel, z0[gq]);\n" \
+    "                        a[j][3] = w4w_deq(r1.y, sel, z1[gq]);\n" \
     "                        w4w_fence();\n" \
-    "                        w4w_wgmma<BM>(acc, a[u][j], w4w_desc(sx + 32 * j), 1);\n" \
-    "                        w4w_commit(); /* a group per wgmma: wait counts then mean wgmmas, whatever the SASS counts */\n" \
+    "                        w4w_wgmma<BM>(part, a[j], w4w_desc(sx + 32 * j), GS == 2 ? (j & 1) : (j > 0 || !first));\n" \
+    "                        if (GS == 2 && (j & 1)) { /* two groups per block: promote after each pair of steps */\n" \
+    "                            w4w_commit();\n" \
+    "                            w4w_wg_wait<0>();\n" \
+    "#pragma unroll\n" \
+    "                            for (int i = 0; i < BM / 2; i++) acc[i] = fmaf((i & 2) ? s1[j >> 1] : s0[j >> 1], part[i], acc[i]);\n" \
+    "                        }\n" \
     "                    }\n" \
-    "                    /* block i - 1's 4 wgmmas are done: its stage may be refilled, its A registers rebuilt, while\n" \
-    "                       this block's 4 stay queued on the tensor cores */\n" \
-    "                    w4w_wg_wait<4>();\n" \
-    "                    if (i > 0 && lane == 0) w4w_arrive(empty + 8 * sprev);\n" \
-    "                    sprev = s;\n" \
-    "                    s += KS;\n" \
-    "                    if (s >= ST) { s -= ST; ph ^= 1u; }\n" \
+    "                    if (GS != 2) w4w_commit();\n" \
+    "                    if (KPI == 2 && u == 0) {\n" \
+    "                        sp = s; /* released with the pair's second block */\n" \
+    "                    } else {\n" \
+    "                        if (GS != 2) w4w_wg_wait<0>();\n" \
+    "                        if (lane == 0) { /* the stage (stages) has been read */\n" \
+    "                            w4w_arrive(empty + 8 * s);\n" \
+    "                            if (KPI == 2) w4w_arrive(empty + 8 * sp);\n" \
+    "                        }\n" \
+    "                        if (GS != 2 && last) {\n" \
+    "#pragma unroll\n" \
+    "                            for (int i = 0; i < BM / 2; i++) acc[i] = fmaf((i & 2) ? s1[0] : s0[0], part[i], acc[i]);\n" \
+    "                        }\n" \
+    "                    }\n" \
     "                }\n" \
+    "                if (++s == ST) { s = 0; ph ^= 1u; }\n" \
     "            }\n" \
-    "            w4w_wg_wait<0>();\n" \
-    "            if (own > 0 && lane == 0) w4w_arrive(empty + 8 * sprev);\n" \
     "            /* accumulator i: W row rl (+8 for i & 2), x row 8 (i / 4) + 2 t + (i & 1) */\n" \
     "            if (KS == 2) { /* the consumers' halves of K meet in shared memory */\n" \
     "                float *red = (float *)(al + ST * STAGE);\n" \

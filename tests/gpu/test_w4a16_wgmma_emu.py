@@ -1,13 +1,11 @@
 # test_w4a16_wgmma_emu.py - plugins/w4a16/w4a16_wgmma.c's index math replayed on the CPU, no GPU needed.
 # A line-by-line transcription (keep it in step with the kernel): the producer's copies into a stage (W rows with
 # their halves swapped per 4-row group, the aligned scale/zero words), each consumer thread's A fragments built with
-# the same bit operations (byte_perm, lop3 mask, bf16x2 subtract, the scale folded in as hi + lo with one
-# rounding), the accumulator layout, the K split with its reduction, the epilogue's masked stores, stale shared
-# memory where the kernel leaves it stale (masked to 0 in the K tail).  wgmma itself is a matrix product here
-# (A as cute's ALayout_64x16, B = x^T).  Compared with a float64 reference over the weights bf16((q - z) s),
-# rounded once and directly (not through the kernel's split), in which every sum here is exact: the kernel's
-# weight must be exactly that rounding.  Exit 77 (skip) without numpy.
-import math, struct, sys
+# the same bit operations (byte_perm, lop3 mask, bf16x2 subtract), the accumulator layout, the per-group
+# promotion, the K split with its reduction, the epilogue's masked stores, stale shared memory where the kernel
+# leaves it stale.  wgmma itself is a matrix product here (A as cute's ALayout_64x16, B = x^T).  Compared with
+# a float64 reference, in which every sum here is exact.  Exit 77 (skip) without numpy.
+import struct, sys
 try:
     import numpy as np
 except ImportError:
@@ -25,26 +23,9 @@ def bf16x2_sub(v, negz):  # exact: (128+q) - (128+z)
     lo = bf16_bits_to_f(v & 0xffff) + bf16_bits_to_f(negz & 0xffff)
     hi = bf16_bits_to_f(v >> 16) + bf16_bits_to_f(negz >> 16)
     return lo, hi
-def rn_bf16(v):  # float64 -> bf16 bits, round to nearest even, in one rounding
-    if v != v: return 0x7fc0
-    if v == 0: return 0x8000 if math.copysign(1.0, v) < 0 else 0
-    mnt, e = math.frexp(abs(v))
-    f = math.ldexp(round(mnt * 256), e - 8)  # round(): ties to even, exact on these floats
-    b = struct.unpack('<I', struct.pack('<f', f))[0] >> 16
-    return b | (0x8000 if v < 0 else 0)
-def fma_bf16x2(a, b, c):  # each half a * b + c exact in float64 (at most ~30 significant bits here), rounded once
-    return rn_bf16(bf16_bits_to_f(a) * bf16_bits_to_f(b) + bf16_bits_to_f(c)) | \
-        (rn_bf16(bf16_bits_to_f(a >> 16) * bf16_bits_to_f(b >> 16) + bf16_bits_to_f(c >> 16)) << 16)
-def split(sv):  # w4w_split: s = hi + lo, both bf16 in both halves
-    h = rn_bf16(sv)
-    lo = rn_bf16(float(np.float32(sv) - np.float32(bf16_bits_to_f(h))))
-    return h * 0x10001, lo * 0x10001
-def deq(w, sel, negz, hi, lo):  # bits of bf16x2 ((q - z) s) as the kernel builds them
+def deq(w, sel, negz):
     v = (byte_perm(w, w >> 4, sel) & 0x000F000F) | 0x43004300
-    d = fma_bf16x2(v, 0x3F803F80, negz)
-    e = fma_bf16x2(d, lo, 0x80008000)
-    return fma_bf16x2(d, hi, e)
-def bf16x2_f(b): return (bf16_bits_to_f(b & 0xffff), bf16_bits_to_f(b >> 16))
+    return bf16x2_sub(v, negz)
 def negz_of(z): return ((0xC300 | z) * 0x10001) & 0xffffffff
 
 def run(m, n, k, g, asym, cfg_force=None):
@@ -62,7 +43,6 @@ def run(m, n, k, g, asym, cfg_force=None):
     sc_u16 = sc.view(np.uint16).reshape(-1)
     zp_u8 = zp.astype(np.uint8).reshape(-1)
     W = (q - zp.repeat(g, axis=1)) * sc.astype(np.float64).repeat(g, axis=1)
-    W = np.vectorize(lambda v: bf16_bits_to_f(rn_bf16(v)))(W)  # the kernel's weight: bf16((q - z) s), one rounding
     ref = x.astype(np.float64) @ W.T
     bm = 64 if m <= 64 else 128
     cfg = (2 if bm == 64 else 0) + (1 if ((m + bm - 1)//bm) * ((n + 127)//128) < 132 else 0)
@@ -110,7 +90,10 @@ def run(m, n, k, g, asym, cfg_force=None):
                 if BM == 128 and nb == 1: X[64:, :] = np.nan  # the box is not loaded: stale
                 for c in range(2):
                     if not (KS == 1 or (kt & 1) == c): continue
+                    first = KS == 2 or GS != 8 or (kt & 1) == 0
+                    last = KS == 2 or GS != 8 or (kt & 1) == 1
                     half = GS == 2 and kt*64 + 32 >= k
+                    # per thread values
                     thr = {}
                     for warp in range(4):
                         for lane in range(32):
@@ -119,12 +102,12 @@ def run(m, n, k, g, asym, cfg_force=None):
                             swz = (rl >> 2) & 1
                             sel = t | ((t + 4) << 8)
                             rc0, rc1 = min(n0 + rl, n-1), min(n0 + rl + 8, n - 1)
-                            hl0, hl1, z0, z1 = [], [], [], []
+                            s0, s1, z0, z1 = [], [], [], []
                             for gq in range(GPS):
                                 gi = 2*kt + gq if GS == 2 else kt*4//GS
                                 e0, e1 = rc0*ng + gi, rc1*ng + gi
                                 a, b = int(Ssm[gq, rl]), int(Ssm[gq, rl + 8])
-                                hl0.append(split(f16_to_f((a >> 16) if e0 & 1 else a))); hl1.append(split(f16_to_f((b >> 16) if e1 & 1 else b)))
+                                s0.append(f16_to_f((a >> 16) if e0 & 1 else a)); s1.append(f16_to_f((b >> 16) if e1 & 1 else b))
                                 if asym:
                                     za, zb = int(Zsm[gq, rl]), int(Zsm[gq, rl + 8])
                                     z0.append(negz_of((za >> (8*(e0 & 3))) & 15)); z1.append(negz_of((zb >> (8*(e1 & 3))) & 15))
@@ -133,27 +116,35 @@ def run(m, n, k, g, asym, cfg_force=None):
                             frags = []
                             for j in range(4):
                                 off = 16*((j >> 1) ^ swz) + 8*(j & 1); gq = j >> 1 if GS == 2 else 0
-                                keep = 0 if j >= 2 and half else 0xffffffff
                                 r0 = Wsm[rl*32+off: rl*32+off+8].view('<u4'); r1 = Wsm[(rl+8)*32+off:(rl+8)*32+off+8].view('<u4')
-                                frags.append(tuple(bf16x2_f(deq(int(r), sel, zz, *hl) & keep) for r, zz, hl in
-                                                   ((r0[0], z0[gq], hl0[gq]), (r1[0], z1[gq], hl1[gq]), (r0[1], z0[gq], hl0[gq]), (r1[1], z1[gq], hl1[gq]))))
-                            thr[(warp, lane)] = frags
+                                frags.append((deq(int(r0[0]), sel, z0[gq]), deq(int(r1[0]), sel, z1[gq]), deq(int(r0[1]), sel, z0[gq]), deq(int(r1[1]), sel, z1[gq])))
+                            thr[(warp, lane)] = (s0, s1, frags)
                     def A_of(j):  # 64 x 16 from the fragments (ALayout_64x16)
                         A = np.zeros((64, 16))
-                        for (warp, lane), frags in thr.items():
+                        for (warp, lane), (_, _, frags) in thr.items():
                             g_, t = lane >> 2, lane & 3
                             f = frags[j]
                             A[16*warp + g_, 2*t:2*t+2] = f[0]; A[16*warp + g_ + 8, 2*t:2*t+2] = f[1]
                             A[16*warp + g_, 2*t+8:2*t+10] = f[2]; A[16*warp + g_ + 8, 2*t+8:2*t+10] = f[3]
                         return A
-                    # the wgmmas accumulate straight into acc over all of K: no promotion
-                    P = sum(A_of(j) @ X[:, 16*j:16*j+16].T for j in range(4))
-                    for (warp, lane) in thr:
-                        t = lane & 3; g_ = lane >> 2
-                        acc = accs[(c, warp, lane)]
-                        for i in range(BM // 2):
-                            col = 8*(i >> 2) + 2*t + (i & 1); row = 16*warp + g_ + (8 if i & 2 else 0)
-                            acc[i] += P[row, col]
+                    part = getattr(run, 'part', {}).get(c) if not first else None
+                    def promote(P, h):
+                        for (warp, lane), (s0, s1, _) in thr.items():
+                            t = lane & 3; g_ = lane >> 2
+                            acc = accs[(c, warp, lane)]
+                            for i in range(BM // 2):
+                                col = 8*(i >> 2) + 2*t + (i & 1); row = 16*warp + g_ + (8 if i & 2 else 0)
+                                acc[i] = (s1[h] if i & 2 else s0[h]) * P[row, col] + acc[i]
+                    if GS == 2:
+                        for h in range(2):
+                            if h == 1 and half: break
+                            P = A_of(2*h) @ X[:, 32*h:32*h+16].T + A_of(2*h+1) @ X[:, 32*h+16:32*h+32].T
+                            promote(P, h)
+                    else:
+                        P = sum(A_of(j) @ X[:, 16*j:16*j+16].T for j in range(4))
+                        if not first: P = P + run.part[c]
+                        run.part = getattr(run, 'part', {}); run.part[c] = P
+                        if last: promote(P, 0)
             # epilogue
             for c in range(2):
                 for warp in range(4):

