@@ -5,8 +5,7 @@
  * each group at k = 64c + 16q, and the same 16 bytes of x rows g and g+8.  The four mma k16 steps of
  * the chunk use bytes 4s..4s+3 of those loads, with the same placement for x (A) and W (B), so each
  * mma multiplies matching k: a permutation of the sum, not of the products.  E4M3 values are exact in
- * f16 (x by cvt, W by bit placement as W / 256) and their products exact in f32.  Warps' partial sums
- * meet in shared memory, in warp order.
+ * f16 and their products exact in f32.  Warps' partial sums meet in shared memory, in warp order.
  * FP8_MODE 0 channel, 1 tensor: y = sum * (xs[i] * ws[j or 0]).  2 block: each 64-K chunk lies in one
  * 128-K group, so its partial is folded as tot = fmaf(part, xs[i,g] * ws[j/128,g], tot).
  */
@@ -27,19 +26,6 @@ __device__ __forceinline__ uint4 qc_ld_stream(const u8 *p) { /* weights are read
     return v;
 }
 __device__ __forceinline__ u32 qc_word(uint4 v, int s) { return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w; }
-/* Four E4M3 weight codes (low byte first) -> f16x2 of codes 0,1 (lo) and 2,3 (hi), each value / 256, by
- * bit placement: the code's exponent and mantissa land in the f16's (bias 15 instead of 7, so a factor
- * 2^-8, exact for normals and subnormals alike), the sign stays.  Two PRMT, two shifts and four LOP3 on
- * the integer pipes instead of two cvt.rn.f16x2.e4m3x2 (F2FP): with x and W both through F2FP the
- * kernel issued 32 conversions per KB of weights, the conversion unit's rate (16 per clock per SM, as
- * other conversions) then capped the stream at ~3.7 TB/s, and it ran at 3.47 against 4.14 for the bf16
- * GEMV.  Sums are multiplied by 256 before the scales (exact).  Code 0x7F (NaN) would read as 480:
- * quantize never stores it (non-finite weights are refused). */
-__device__ __forceinline__ void qc_e4m3x4_f16x2_div256(u32 w, u32 &lo, u32 &hi) {
-    const u32 a = __byte_perm(w, 0u, 0x1404), b = __byte_perm(w, 0u, 0x3424); /* codes in the high bytes */
-    lo = (a & 0x80008000u) | ((a >> 1) & 0x3F803F80u);
-    hi = (b & 0x80008000u) | ((b >> 1) & 0x3F803F80u);
-}
 
 #if FP8_MODE == 0
 #define QC_ENTRY qc_fp8_gemv_channel
@@ -93,9 +79,8 @@ extern "C" __global__ void __launch_bounds__(GV_WARPS * 32, 2) QC_ENTRY(const u8
             const u32 a2 = qc_e4m3x2_f16x2(w0 >> 16), a3 = qc_e4m3x2_f16x2(w1 >> 16);
 #pragma unroll
             for (int t = 0; t < GV_NG; t++) {
-                u32 b0, b1;
-                qc_e4m3x4_f16x2_div256(qc_word(wb[t], s), b0, b1);
-                qc_mma_f16(QC_ACC[t], a0, a1, a2, a3, b0, b1);
+                const u32 bw = qc_word(wb[t], s);
+                qc_mma_f16(QC_ACC[t], a0, a1, a2, a3, qc_e4m3x2_f16x2(bw & 0xFFFFu), qc_e4m3x2_f16x2(bw >> 16));
             }
         }
 #undef QC_ACC
@@ -107,10 +92,10 @@ extern "C" __global__ void __launch_bounds__(GV_WARPS * 32, 2) QC_ENTRY(const u8
             /* columns j0 + 8t + 2q + {0,1}: one 128-column block (16 | 128) */
             const float w_s = ws[((j0 + 8 * t) / QC_FP8_BLOCK) * kb + grp];
             const float s0 = a_s0 * w_s, s1 = a_s1 * w_s;
-            tot[t][0] = fmaf(part[t][0] * 256.f, s0, tot[t][0]); /* W entered as W / 256 */
-            tot[t][1] = fmaf(part[t][1] * 256.f, s0, tot[t][1]);
-            tot[t][2] = fmaf(part[t][2] * 256.f, s1, tot[t][2]);
-            tot[t][3] = fmaf(part[t][3] * 256.f, s1, tot[t][3]);
+            tot[t][0] = fmaf(part[t][0], s0, tot[t][0]);
+            tot[t][1] = fmaf(part[t][1], s0, tot[t][1]);
+            tot[t][2] = fmaf(part[t][2], s1, tot[t][2]);
+            tot[t][3] = fmaf(part[t][3], s1, tot[t][3]);
         }
 #endif
     };
@@ -165,9 +150,9 @@ extern "C" __global__ void __launch_bounds__(GV_WARPS * 32, 2) QC_ENTRY(const u8
 #if FP8_MODE == 2
         y[row * n + col] = v;
 #elif FP8_MODE == 1
-        y[row * n + col] = (v * 256.f) * (xs[row] * ws[0]); /* W entered as W / 256 */
+        y[row * n + col] = v * (xs[row] * ws[0]);
 #else
-        y[row * n + col] = (v * 256.f) * (xs[row] * ws[col]);
+        y[row * n + col] = v * (xs[row] * ws[col]);
 #endif
     }
 }
