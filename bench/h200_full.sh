@@ -29,31 +29,37 @@ step() { # name timeout command...: run, log, remember the status
 }
 case $part in
 kernels)
-  for t in ${TESTS:-test_gpu_fp8 test_gpu_w4a16_reg test_gpu_w4a16_wgmma test_gpu_kv_fp8 test_gpu_policy test_gpu_engine}; do
-    [ -x "$BIN/$t" ] && step "$t" 150 "$BIN/$t"
+  for t in ${TESTS:-test_gpu_fp8 test_gpu_w4a16_reg test_gpu_w4a16_wgmma test_gpu_kv_fp8}; do
+    [ -x "$BIN/$t" ] && step "$t" 130 "$BIN/$t"
   done
-  step gemm 200 env OUT="$W/gemm" M=1,4,16,64,1024,4096 bash "$HERE/gemm_bench.sh" "$BIN" --iters 10 --kernels \
-    bf16.linear_wgmma,bf16.linear_gemv_bx,fp8.gemm_channel_wgmma,fp8.gemm_block_wgmma,fp8.gemv_channel,w8a8_int8.linear_wgmma,w8a8_int8.gemv,w4a16.wgmma_sym,w4a16.gemv_sym,w4a16.gemv_reg_sym,mxfp4.gemv,mxfp4.linear_mma
+  step gemm 200 env OUT="$W/gemm" M=1,4,16,64,1024,4096 bash "$HERE/gemm_bench.sh" "$BIN" --iters 10 \
+    --formats bf16,fp8,fp8:block,w8a8_int8,w4a16,mxfp4 --kernels \
+    bf16.linear_wgmma,bf16.linear_gemv_bx,fp8.gemm_channel_wgmma,fp8.gemm_block_wgmma,fp8.gemv_channel,w8a8_int8.linear_wgmma,w8a8_int8.gemv,w4a16.wgmma_sym,w4a16.gemv_sym,w4a16.gemv_reg_sym,w4a16.gemv_reg_fmin,w4a16.gemv_fmin,mxfp4.gemv,mxfp4.linear_mma
   step anchors_attn 60 python3 "$HERE/anchors_attn.py"
+  for t in ${TESTS2:-test_gpu_policy}; do
+    [ -x "$BIN/$t" ] && step "$t" 90 "$BIN/$t"
+  done
   ;;
 model)
   L=configs/llama-3-8b.json Q=configs/qwen3-0.6b.json
-  step crossover 300 env OUT="$W/crossover" PARTS="a b" CONC=1,4,16,64,256 GEMM_M=1,2,4,8,16,32,64,128,256 \
-    GEMM_ARGS="--iters 10" bash "$HERE/crossover.sh" "$BIN"
+  for t in ${TESTS:-test_gpu_engine test_gpu_policy}; do
+    [ -x "$BIN/$t" ] && step "$t" 60 "$BIN/$t"
+  done
   for f in bf16 w4a16 fp8 w8a8_int8 mxfp4; do
-    step "llama-$f" 90 "$BIN/qcore" bench --model-config $L --format $f --concurrency 1,16,64 --output 64 \
+    step "llama-$f" 60 "$BIN/qcore" bench --model-config $L --format $f --concurrency 1,16,64 --output 32 \
       --json "$W/llama-$f.json"
   done
-  step llama-bf16-kv_fp8 90 "$BIN/qcore" bench --model-config $L --format bf16 --kv kv_fp8 --concurrency 1,16,64 \
-    --output 64 --json "$W/llama-bf16-kv_fp8.json"
+  step llama-bf16-kv_fp8 60 "$BIN/qcore" bench --model-config $L --format bf16 --kv kv_fp8 --concurrency 1,16,64 \
+    --output 32 --json "$W/llama-bf16-kv_fp8.json"
   for f in bf16 fp8; do
-    step "prefill-$f" 90 "$BIN/qcore" bench --model-config $L --format $f --prompt 2048 --output 2 --concurrency 1,4 \
+    step "prefill-$f" 60 "$BIN/qcore" bench --model-config $L --format $f --prompt 2048 --output 2 --concurrency 1,4 \
       --json "$W/prefill-$f.json"
   done
   for f in bf16 w4a16 fp8 w8a8_int8 mxfp4; do
-    step "qwen-$f" 60 "$BIN/qcore" bench --model-config $Q --format $f --concurrency 1,16,64 --output 64 \
+    step "qwen-$f" 40 "$BIN/qcore" bench --model-config $Q --format $f --concurrency 1,16,64 --output 32 \
       --json "$W/qwen-$f.json"
   done
+  step crossover 200 env OUT="$W/crossover" PARTS="b" CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
   ;;
 *)
   echo "h200_full.sh: unknown part '$part' (kernels or model)" >&2
