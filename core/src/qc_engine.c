@@ -286,9 +286,9 @@ static qc_status linear_choose(qc_engine *e, eng_linear *L, int64_t m, eng_choic
     }
     c->k = best;
     c->m = m;
-    c->wants_bf16 = 0;
-    for (uint32_t i = 0; i < best->n_params; i++)
-        if (strcmp(best->params[i].name, "x.bf16") == 0) c->wants_bf16 = 1;
+    /* bf16 activations are needed when the GEMM or its activation quantizer
+     * reads them (a W8A8 GEMM takes "xq"; its quantizer reads "x.bf16") */
+    c->wants_bf16 = has_param(best, "x.bf16") || (c->quant && has_param(c->quant, "x.bf16"));
     *out = c;
     return QC_OK;
 }
