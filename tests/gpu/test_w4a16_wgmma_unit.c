@@ -239,7 +239,7 @@ static int sass_check(const char *tmp, const qc_cubin *c, const char *id) {
                 first[strcspn(first, "\n;")] = 0;
             }
             /* register-A form: the A operand is a register (R..), not a descriptor (gdesc) */
-            if (strstr(h, ", R") && !strstr(h, "gdesc[UR") == 0) rs++;
+            if (strstr(h, ", R") && strstr(h, "gdesc[UR") != NULL) rs++;
             else if (strstr(h, " R")) rs++;
         }
         if (strstr(line, "LDL") || strstr(line, "STL")) local++;
