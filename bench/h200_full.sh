@@ -59,7 +59,7 @@ model)
     step "qwen-$f" 40 "$BIN/qcore" bench --model-config $Q --format $f --concurrency 1,16,64 --output 32 \
       --json "$W/qwen-$f.json"
   done
-  step crossover 200 env OUT="$W/crossover" PARTS="b" CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
+  step crossover ${CROSS_T:-200} env OUT="$W/crossover" PARTS="${CROSS_PARTS:-b}" CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
   ;;
 *)
   echo "h200_full.sh: unknown part '$part' (kernels or model)" >&2
