@@ -133,7 +133,7 @@ for c in concs:
             ratios.append("-")
     print(f"| {c} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
 print()
-print("decode tok/s = batch / mean pure-decode step time (CUDA graphs unless BENCH_ARGS turned them off); "
+print("decode tok/s = batch / median pure-decode step time (CUDA graphs unless BENCH_ARGS turned them off); "
       f"{bad} policy cell(s) more than 3% below the better fixed format")
 PY
 fi

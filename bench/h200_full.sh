@@ -4,6 +4,7 @@
 # usage (on the GPU machine, repository root, after `bash bench/device_pack.sh build` here and carrying .device):
 #   bash bench/h200_full.sh kernels   # GPU tests with their timings, gemm-bench beside the anchors, SDPA anchors
 #   bash bench/h200_full.sh model     # crossover (gemm part + policies vs fixed formats), seed 002's table, prefill
+#   bash bench/h200_full.sh prefill   # a traced 2048-token prefill per format and where its time goes
 # Writes everything under $OUT and packs each part's files into one tar ($OUT/<part>.tar.xz: a device call brings
 # back at most 8 files), then prints a short summary.  Environment: TESTS (kernels part), BIN (.device/bin).
 set -u
@@ -61,8 +62,19 @@ model)
   done
   step crossover ${CROSS_T:-200} env OUT="$W/crossover" PARTS="${CROSS_PARTS:-b}" CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
   ;;
+prefill)
+  # where a 2048-token prefill's time goes, per format: one traced run each (graphs off, every launch timed
+  # by events), summarized per kernel over the launches of the prompt (M = 2048) and the kernels around them
+  L=configs/llama-3-8b.json
+  for f in ${PREFILL_FORMATS:-bf16 fp8}; do
+    step "trace-$f" 90 env QCORE_TRACE="$W/trace-$f.json" "$BIN/qcore" bench --model-config $L --format $f \
+      --prompt 2048 --output 2 --concurrency 1 --json "$W/trace-$f-bench.json"
+    step "trace-$f-summary" 30 python3 "$HERE/trace_summary.py" "$W/trace-$f.json" --min-m 2048 --top 30
+    xz -T0 "$W/trace-$f.json"
+  done
+  ;;
 *)
-  echo "h200_full.sh: unknown part '$part' (kernels or model)" >&2
+  echo "h200_full.sh: unknown part '$part' (kernels, model or prefill)" >&2
   exit 2
   ;;
 esac

@@ -5,9 +5,10 @@
 -- It stays memory-bound while AI is below the device's ridge point (peak
 -- FLOP/s / bandwidth); the crossover is B* = ridge * bytes_per_weight / 2.
 -- Below B* the fewest bytes win (W4A16); from B* on the faster tensor cores
--- win (FP8 where native, else INT8).  On the H200 the measured ridge is
--- 679e12 / 4270e9 = 159 FLOP/B and w4a16 stores 4.125 bits per weight, so
--- B* = 41 (shared/anchors/README.md).  Prefill rows are tokens: same rule.
+-- win (FP8 where native, else INT8).  With cuBLAS's bf16 rate the H200's
+-- ridge is 679e12 / 4270e9 = 159 FLOP/B and w4a16 stores 4.125 bits per
+-- weight, so B* = 41 (shared/anchors/README.md); the ridge used here is the
+-- w4a16 kernels' own (below).  Prefill rows are tokens: same rule.
 
 local P = {}
 
@@ -23,9 +24,20 @@ local function w8_format(device)
   return "w8a8_int8"
 end
 
+-- The ridge that bounds W4A16 is that of its own compute path: the engine
+-- measures each format's ceiling (q.device.peaks), and dequantizing INT4
+-- into the bf16 tensor cores reaches about half of bf16's rate on the H200
+-- (440 vs 843 TFLOP/s), so W4A16 turns compute-bound at about half the
+-- batch the bf16 ridge predicts.  Without that number, the bf16 ridge.
 local function crossover(device, bpw)
+  local w4 = device.peaks and device.peaks.w4a16
+  if w4 and w4 > 0 and device.bandwidth_gbs and device.bandwidth_gbs > 0 then
+    local ridge = w4 * 1000 / device.bandwidth_gbs
+    return ridge * bpw / 2, string.format("w4a16 ridge %.0f FLOP/B = %.0f TFLOP/s measured / %.0f GB/s",
+      ridge, w4, device.bandwidth_gbs)
+  end
   if device.ridge and device.ridge > 0 then
-    return device.ridge * bpw / 2, string.format("ridge %.0f FLOP/B", device.ridge)
+    return device.ridge * bpw / 2, string.format("bf16 ridge %.0f FLOP/B", device.ridge)
   end
   return DEFAULT_CROSSOVER, "no measured ridge: default"
 end

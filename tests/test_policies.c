@@ -99,7 +99,7 @@ static void test_roofline(const qc_layer_list *llama) {
     const qc_dispatch_entry *e = d ? qc_dispatch_lookup(d, 0, QC_PHASE_DECODE, 32) : NULL;
     CHECK(e && strcmp(e->format, "w4a16") == 0, "h200 decode 32");
     char crossing[64];
-    snprintf(crossing, sizeof crossing, "crossover %.1f (ridge %.0f FLOP/B)", b, ridge_of(&H200));
+    snprintf(crossing, sizeof crossing, "crossover %.1f (bf16 ridge %.0f FLOP/B)", b, ridge_of(&H200));
     CHECK_CONTAINS(e ? e->note : NULL, crossing);
     CHECK_CONTAINS(e ? e->note : NULL, "memory-bound");
     e = d ? qc_dispatch_lookup(d, 0, QC_PHASE_DECODE, 64) : NULL;
@@ -117,6 +117,24 @@ static void test_roofline(const qc_layer_list *llama) {
     CHECK(e && strcmp(e->format, "w4a16") == 0, "below B*: batch %lld", (long long)edge[0]);
     e = d ? qc_dispatch_lookup(d, 3, QC_PHASE_DECODE, edge[1]) : NULL;
     CHECK(e && strcmp(e->format, "fp8") == 0, "at B*: batch %lld", (long long)edge[1]);
+    qc_dispatch_free(d);
+
+    /* the engine's measured ceilings: w4a16's own ridge (440 TFLOP/s / 4270 GB/s = 103 FLOP/B) sets B* ~ 26.6,
+     * so decode 32 now runs fp8 and 16 still w4a16 */
+    static const qc_policy_peak peaks[] = {{"bf16", 843}, {"w4a16", 440}, {"fp8", 1183}};
+    qc_policy_device measured = H200;
+    measured.peaks = peaks, measured.n_peaks = 3;
+    roofline_expect xm = {440e12 / (H200.mem_bandwidth_gbs * 1e9) * W4_BPW / 2, "fp8"};
+    printf("H200 with measured ceilings: w4a16 ridge %.2f FLOP/B, crossover B* = %.3f\n",
+           440e12 / (H200.mem_bandwidth_gbs * 1e9), xm.crossover);
+    CHECK(xm.crossover > 26 && xm.crossover < 27, "measured crossover %.3f", xm.crossover);
+    d = build(p, llama, &measured, NULL, 0);
+    check_table("roofline h200 measured ceilings", d, llama, roofline_want, &xm);
+    e = d ? qc_dispatch_lookup(d, 0, QC_PHASE_DECODE, 32) : NULL;
+    CHECK(e && strcmp(e->format, "fp8") == 0, "measured ceilings: decode 32");
+    CHECK_CONTAINS(e ? e->note : NULL, "w4a16 ridge 103 FLOP/B = 440 TFLOP/s measured / 4270 GB/s");
+    e = d ? qc_dispatch_lookup(d, 0, QC_PHASE_DECODE, 16) : NULL;
+    CHECK(e && strcmp(e->format, "w4a16") == 0, "measured ceilings: decode 16");
     qc_dispatch_free(d);
 
     /* sm_80: no FP8 tensor cores, so INT8 above its own crossover */

@@ -35,6 +35,8 @@ struct qc_eplan {
     qc_layer_list *layers;
     qc_policy_device dev;
     char dev_name[128];
+    qc_policy_peak peaks[16]; /* dev.peaks: each timed format's ceiling */
+    char peak_names[16][32];
     int64_t dec[MAX_BUCKETS], pre[MAX_BUCKETS];
     size_t nd, np;
     timing *t;
@@ -293,6 +295,22 @@ static double peak_tflops(const qc_eplan *p, const char *format) {
     return best;
 }
 
+/* dev.peaks: every timed format's ceiling, in the order first timed */
+static void set_peaks(qc_eplan *p) {
+    size_t n = 0;
+    for (size_t i = 0; i < p->nt && n < sizeof p->peaks / sizeof p->peaks[0]; i++) {
+        size_t j = 0;
+        while (j < n && strcmp(p->peak_names[j], p->t[i].format) != 0) j++;
+        if (j < n) continue;
+        qc_strlcpy(p->peak_names[n], p->t[i].format, sizeof p->peak_names[n]);
+        p->peaks[n].format = p->peak_names[n];
+        p->peaks[n].tflops = peak_tflops(p, p->peak_names[n]);
+        n++;
+    }
+    p->dev.peaks = p->peaks;
+    p->dev.n_peaks = n;
+}
+
 /* ---- the table ---- */
 
 static int candidate_hook(void *ctx, size_t li, const qc_format_desc *f, const qc_problem *pr, double *time_us,
@@ -387,6 +405,7 @@ qc_eplan *qc_eplan_build(const qc_eplan_options *o, char *err, size_t errlen) {
     p->dev.bf16_tflops = peak_tflops(p, "bf16");
     p->dev.fp8_tflops = peak_tflops(p, "fp8");
     p->dev.int8_tops = peak_tflops(p, "w8a8_int8");
+    set_peaks(p);
     if (build_table(p, err, errlen) != QC_OK) {
         qc_eplan_free(p);
         return NULL;
@@ -505,6 +524,11 @@ void qc_eplan_print(const qc_eplan *p, FILE *f) {
     fprintf(f, "policy device: %s, sm_%d, %d SMs, copy %.0f GB/s, bf16 %.0f TFLOP/s, fp8 %.0f TFLOP/s, int8 %.0f "
                "TOP/s (the engine's own kernels at the largest bucket), ridge %.1f FLOP/B\n",
             d->name, d->sm, d->sm_count, d->mem_bandwidth_gbs, d->bf16_tflops, d->fp8_tflops, d->int8_tops, ridge);
+    if (d->n_peaks) {
+        fprintf(f, "measured ceilings (TFLOP/s or TOP/s at the largest bucket):");
+        for (size_t i = 0; i < d->n_peaks; i++) fprintf(f, " %s %.0f", d->peaks[i].format, d->peaks[i].tflops);
+        fprintf(f, "\n");
+    }
     fprintf(f, "timings: %s (key %.16s: device + kernel sources)\n", p->timing_src, p->hash);
     print_timings(p, f);
     fprintf(f, "fused weights: q|k|v is asked for as attn.q and gate|up as mlp.gate, with the fused shape\n");

@@ -638,9 +638,13 @@ static json_t *device_json(const qc_policy_device *d) {
     double ridge = d->mem_bandwidth_gbs > 0 ? d->bf16_tflops * 1000.0 / d->mem_bandwidth_gbs : 0;
     char arch[16];
     qc_errf(arch, sizeof arch, d->sm ? "sm_%d" : "cpu", d->sm);
-    return json_pack("{s:s,s:s,s:i,s:i,s:f,s:f,s:f,s:f,s:f}", "name", d->name ? d->name : "cpu", "arch", arch,
+    json_t *peaks = json_object();
+    for (size_t i = 0; peaks && d->peaks && i < d->n_peaks; i++)
+        if (d->peaks[i].format) json_object_set_new(peaks, d->peaks[i].format, json_real(d->peaks[i].tflops));
+    return json_pack("{s:s,s:s,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:o*}", "name", d->name ? d->name : "cpu", "arch", arch,
                      "sm", d->sm, "sms", d->sm_count, "bandwidth_gbs", d->mem_bandwidth_gbs, "bf16_tflops",
-                     d->bf16_tflops, "fp8_tflops", d->fp8_tflops, "int8_tops", d->int8_tops, "ridge", ridge);
+                     d->bf16_tflops, "fp8_tflops", d->fp8_tflops, "int8_tops", d->int8_tops, "ridge", ridge, "peaks",
+                     peaks);
 }
 
 static json_t *layer_json(const qc_policy_layer *l) {

@@ -105,34 +105,34 @@ FP8=(--formats fp8 --kernels fp8.gemv_channel,fp8.gemm_channel_wgmma,fp8.gemm_bl
   --m 1,3,16,64 --iters 2)
 run 0 fp8 -- "${FP8[@]}" --json "$tmp/fp8.json"
 has fp8 "check fp8       fp8.gemv_channel       32x256   M=3: 96 outputs"
-has fp8 "check fp8       fp8.gemm_channel_wgmma 32x256   M=3: 96 outputs"
+has fp8 "check fp8       fp8.gemm_channel_wgmma 32x256   M=17: 544 outputs"
 has fp8 "tol 2e-03*|x_i|*|w_j|; activations by fp8.quant_act_token"
 has fp8 "fp8       fp8.gemv_channel       32x256           1"
 has fp8 "fp8         + activation quant   32x256          64"
 has fp8 "(+ fp8.quant_act_token"
-has fp8 "fp8.gemm_block_wgmma   32x256        1-64 refused: scheme"
+has fp8 "fp8.gemm_block_wgmma   32x256          64 refused: scheme"
 has fp8 "0 WRONG, 0 errors"
 # a recipe in --formats (as --format takes it): fp8:block quantizes with scheme block, its rows carry the label
-run 0 fp8blk -- --formats fp8:block --kernels fp8.gemm_channel_wgmma --shapes 32:256 --m 3 --iters 2
+run 0 fp8blk -- --formats fp8:block --kernels fp8.gemm_channel_wgmma --shapes 32:256 --m 32 --iters 2
 has fp8blk "fp8:block on 32x256: quantized on the CPU"
 has fp8blk "(group 128, scheme 0x3)"
-has fp8blk "fp8:block fp8.gemm_channel_wgmma 32x256           3 refused: scheme"
+has fp8blk "fp8:block fp8.gemm_channel_wgmma 32x256          32 refused: scheme"
 run 2 fp8bad -- --formats fp8: --shapes 32:256 --m 3
 has fp8bad "expected name, name:scheme or name:gN"
 if python3 - "$tmp/fp8.json" <<'PY'; then pass=$((pass + 1)); else fail=$((fail + 1)); echo "FAIL: fp8.json"; fi
 import json, sys
 d = json.load(open(sys.argv[1]))
 ok = [r for r in d["rows"] if r["status"] == "ok"]
-# gemv at M 1, 3, 16; wgmma at every M
-assert len(ok) == 3 + 4, [(r["kernel"], r["m"]) for r in ok]
+# gemv at M 1, 3, 16; wgmma from M 17 on (the GEMV takes the small M)
+assert len(ok) == 3 + 1, [(r["kernel"], r["m"]) for r in ok]
 assert all(r["quantizer"] == "fp8.quant_act_token" and r["quant_us"] > 0 and r["time_with_quant_us"] > 0
            and r["act_bytes"] == 1 for r in ok), ok
-r = [r for r in ok if r["kernel"] == "fp8.gemm_channel_wgmma" and r["m"] == 3][0]
+r = [r for r in ok if r["kernel"] == "fp8.gemv_channel" and r["m"] == 3][0]
 assert r["bytes"] == 32 * 256 + 32 * 4 + 3 * 256 + 3 * 4 + 3 * 32 * 4, r["bytes"]
 assert len(d["checks"]) == 2 and all(c["status"] == "ok" and c["quantizer"] == "fp8.quant_act_token"
                                      and c["rtol"] == 2e-3 for c in d["checks"]), d["checks"]
 PY
-FAKE_CUDA_LINEAR=wrong run 1 fp8wrong -- --kernels fp8.gemm_channel_wgmma --shapes 32:256 --m 3 --iters 2
+FAKE_CUDA_LINEAR=wrong run 1 fp8wrong -- --kernels fp8.gemm_channel_wgmma --shapes 32:256 --m 32 --iters 2
 has fp8wrong "outputs out of tolerance"
 has fp8wrong "1 WRONG"
 

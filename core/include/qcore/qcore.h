@@ -168,12 +168,24 @@ typedef struct qc_policy_candidate {
     double bytes_per_weight;   /* resident, scales included */
 } qc_policy_candidate;
 
+/* One format's measured ceiling: the fastest rate its kernels reached at the
+ * largest measured batch (TFLOP/s, or TOP/s for integer formats). */
+typedef struct qc_policy_peak {
+    const char *format;
+    double tflops;
+} qc_policy_peak;
+
 typedef struct qc_policy_device {
     const char *name;          /* "cpu" for the reference backend */
     int sm;                    /* 0 on the CPU */
     int sm_count;
     double mem_bandwidth_gbs;  /* measured copy bandwidth, 0 when unknown */
     double bf16_tflops, fp8_tflops, int8_tops;
+    /* every measured format's ceiling, weight-only formats included (their
+     * dequantization makes it lower than bf16's); NULL / 0 when nothing was
+     * measured.  Owned by whoever filled the struct, valid for the call. */
+    const qc_policy_peak *peaks;
+    size_t n_peaks;
 } qc_policy_device;
 
 typedef struct qc_policy_layer {
