@@ -287,8 +287,8 @@ static const char W4F_SRC_SYM[] = W4F_SRC;
 
 /* ---- the launch plan (the device reads KS from blockDim and R from gridDim) ---- */
 
-/* Warps wanted in all: about 24 per SM of an H200, enough 64-byte loads in flight. */
-#define W4F_WANT_WARPS 3200
+/* Warps wanted in all: 16 per SM of an H200 (128 registers a thread), one wave. */
+#define W4F_WANT_WARPS 2112
 
 typedef struct w4f_plan {
     int r, ks;
