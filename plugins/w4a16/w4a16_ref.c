@@ -7,6 +7,7 @@
 qc_status w4_register_kernels(const qc_host_api *api, qc_host *host);
 qc_status w4_register_gpu_kernels(const qc_host_api *api, qc_host *host); /* w4a16_cuda.c */
 qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
+qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host); /* w4a16_gemv_frag.c */
 
 /* Tiles: W4_MB rows of x by W4_NB rows of W over W4_KC stored columns.
  * The tiling changes only the traversal: each output is still one f32 sum
@@ -166,5 +167,6 @@ qc_status w4_register_kernels(const qc_host_api *api, qc_host *host) {
         if (st != QC_OK) return st;
     }
     qc_status gst = w4_register_gpu_kernels(api, host);
-    return gst != QC_OK ? gst : w4_register_wgmma_kernels(api, host); /* w4a16_wgmma.c */
+    if (gst == QC_OK) gst = w4_register_wgmma_kernels(api, host); /* w4a16_wgmma.c */
+    return gst != QC_OK ? gst : w4_register_frag_kernels(api, host);
 }

@@ -1,0 +1,414 @@
+/* w4a16_gemv_frag.c - the decode GEMV with W as the mma A operand: nibbles straight into A fragments, no shared-memory ring. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "w4a16_impl.h"
+
+qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
+
+/*
+ * w4a16.gemv_frag_sym: y[m,n] = x[m,k] . W[n,k]^T for 1 <= m <= 16, sym
+ * scheme, groups 32/64/128, k % 128 == 0, x bf16 ("x.bf16"), W in
+ * pack_version 1 (row-major nibbles, code 2i the low nibble of byte i), f32 y.
+ *
+ * Computed transposed, y^T = W x^T, with mma.sync.m16n8k16 (bf16, f32
+ * accumulation): A = 16 rows of W by 16 k, B = x^T (16 k by 8 x rows; two
+ * mmas when m > 8).  PTX ISA "Matrix Fragments for mma.m16n8k16 with floating
+ * point type": lane (g = lane >> 2, t = lane & 3) holds A registers
+ * {a0,a1} row g cols 2t,2t+1; {a2,a3} row g+8 cols 2t,2t+1; {a4,a5} row g
+ * cols 2t+8,2t+9; {a6,a7} row g+8 cols 2t+8,2t+9; B {b0,b1} k rows 2t,2t+1 of
+ * column g, {b2,b3} k rows 2t+8,2t+9; D {c0,c1} row g cols 2t,2t+1, {c2,c3}
+ * row g+8.  So a lane owns W rows g and g+8 of its 16-row tile (its scales
+ * are its own: no shuffles) and the same k slots in A and B.
+ *
+ * The packed layout needs no repack: the 16 k slots of one mma need not be
+ * 16 consecutive codes, only the same codes in A and B.  A 32-bit word of
+ * row-major codes holds codes e = 0..7 at bits 4e; (w >> 4s) & 0x000f000f
+ * | 0x43004300 is the bf16x2 pair (128 + q_s, 128 + q_s+4), one bf16x2 fma
+ * by (1, -136) makes it (q - 8) exactly.  With a word A of row g and B of
+ * row g+8 (same codes), two mmas: h = 0 takes pairs s = 0 (slots 2t,2t+1)
+ * and s = 1 (slots 2t+8,2t+9), h = 1 takes s = 2 and s = 3.  x's B
+ * registers are the same codes: 8 bf16 of x (one 16-byte load) permuted
+ * with 4 byte_perms into (e0,e4), (e1,e5), (e2,e6), (e3,e7).  Per word (8
+ * weights): 3 shifts, 4 lop3, 4 bf16x2 fma = 11 instructions, 2 mmas.
+ *
+ * K goes in chunks of 128 codes (64 bytes a row).  Each mma must lie in one
+ * group (the scale is applied per group), so within a chunk lane t's word
+ * j (0..3) holds codes (j / GW) G + 8 GW t + 8 (j % GW) .. +7 with GW = G /
+ * 32: one 16-byte load of the row at g128, two 8-byte loads at g64, four
+ * 4-byte loads at g32 (a quad covers whole groups).  x's 16-byte loads
+ * follow the same codes.
+ *
+ * Exactness as w4a16_cuda.c: the tensor cores sum x (q - 8) of one group in
+ * f32 (products exact), then part * s is added into the f32 total
+ * (fmaf), one promotion per group and row.
+ *
+ * Work: a warp owns R = 1 or 2 tiles of 16 W rows (x's B registers serve
+ * both) and a contiguous slice of the chunks; the KS = blockDim / 32 warps
+ * of a block split K and add their totals in shared memory, in warp order
+ * (deterministic), at the very end.  The main loop holds two register
+ * stages: the next chunk's codes, scales and x are loaded before the
+ * current chunk is computed (codes with ld.global.nc.L1::no_allocate, x and
+ * scales through L1).  No barrier, no shared memory in the loop.  R and KS
+ * are the host's (w4f_plan); the device reads KS from blockDim and R from
+ * gridDim (R = 1 iff 16 gridDim >= n).  Rows past n are read clamped to
+ * n - 1 and not stored; x rows past m are zeros and not stored.
+ */
+
+#define W4F_MAX_KS 16
+
+#define W4F_SRC                                                                                                   \
+    "/* qcore w4a16 GEMV, W as the mma A operand: y[m,n] = x[m,k] . W4[n,k]^T, m <= 16, sym */\n"              \
+    "typedef unsigned int u32;\n"                                                                                 \
+    "typedef unsigned short u16;\n"                                                                               \
+    "typedef unsigned char u8;\n"                                                                                 \
+    "typedef long long ll;\n"                                                                                     \
+    "#define W4F_ONES 0x3F803F80u /* bf16x2 (1, 1) */\n"                                                           \
+    "#define W4F_NEG136 0xC308C308u /* bf16x2 (-136, -136): 128 + 8 */\n"                                         \
+    "__device__ __forceinline__ void w4f_mma(float *d, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {\n"        \
+    "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \"\n"                                 \
+    "                 \"{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"                              \
+    "                 : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"                                  \
+    "                 : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n"                      \
+    "}\n"                                                                                                         \
+    "/* pair s of a word, shifted down already: (128 + q_s, 128 + q_s+4) - 136, exact */\n"                      \
+    "__device__ __forceinline__ u32 w4f_pair(u32 w) {\n"                                                          \
+    "    u32 v, d;\n"                                                                                             \
+    "    /* one lop3 (a & b) | c: written as C, ptxas emits an and and an or */\n"                                  \
+    "    asm(\"lop3.b32 %0, %1, %2, %3, 0xEA;\" : \"=r\"(v) : \"r\"(w), \"n\"(0x000F000F), \"n\"(0x43004300));\n"     \
+    "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(v), \"r\"(W4F_ONES), \"r\"(W4F_NEG136));\n"     \
+    "    return d;\n"                                                                                             \
+    "}\n"                                                                                                         \
+    "__device__ __forceinline__ float w4f_h2f(u32 h) {\n"                                                         \
+    "    float f;\n"                                                                                              \
+    "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"((u16)h));\n"                                             \
+    "    return f;\n"                                                                                             \
+    "}\n"                                                                                                         \
+    "/* codes: streamed once, kept out of L1 */\n"                                                                \
+    "template <int GW> __device__ __forceinline__ void w4f_ldq(const u8 *p, u32 *w) {\n"                          \
+    "    if constexpr (GW == 4) {\n"                                                                              \
+    "        asm(\"ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\"\n"                                  \
+    "            : \"=r\"(w[0]), \"=r\"(w[1]), \"=r\"(w[2]), \"=r\"(w[3]) : \"l\"(p));\n"                        \
+    "    } else if constexpr (GW == 2) {\n"                                                                       \
+    "        asm(\"ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];\" : \"=r\"(w[0]), \"=r\"(w[1]) : \"l\"(p));\n" \
+    "    } else {\n"                                                                                              \
+    "        asm(\"ld.global.nc.L1::no_allocate.u32 %0, [%1];\" : \"=r\"(w[0]) : \"l\"(p));\n"                     \
+    "    }\n"                                                                                                     \
+    "}\n"                                                                                                         \
+    "/* one chunk (128 codes) of a warp's rows: codes of rows g and g + 8 per tile, their scale words (x is read\n" \
+    "   where it is used: L1-resident for the small m that matter, and two stages of it would cost 32 registers) */\n" \
+    "template <int R, int NB> struct W4fStage {\n"                                                                \
+    "    u32 wa[R][4], wb[R][4]; /* word j of rows g, g + 8 */\n"                                                 \
+    "    u32 sa[R][2], sb[R][2]; /* the chunk's 4 / GW f16 scales of rows g, g + 8 */\n"                          \
+    "};\n"                                                                                                        \
+    "/* x row at word j's 8 codes of chunk c; zeros past m */\n"                                                  \
+    "template <int GW> __device__ __forceinline__ uint4 w4f_ldx(const u16 *xr, bool ok, ll c, int j) {\n"        \
+    "    return ok ? __ldg((const uint4 *)(xr + c * 128 + (j / GW) * 32 * GW + 8 * (j % GW))) : make_uint4(0u, 0u, 0u, 0u);\n" \
+    "}\n"                                                                                                         \
+    "template <int GW, int R, int NB>\n"                                                                          \
+    "__device__ __forceinline__ void w4f_load(W4fStage<R, NB> &s, ll c, const u8 *const *qa, const u8 *const *qb,\n" \
+    "                                         const u16 *const *sa, const u16 *const *sb, const u16 *const *xr,\n" \
+    "                                         const bool *xok) {\n"                                               \
+    "    constexpr int GPC = 4 / GW; /* groups per chunk */\n"                                                    \
+    "#pragma unroll\n"                                                                                            \
+    "    for (int r = 0; r < R; r++) {\n"                                                                         \
+    "#pragma unroll\n"                                                                                            \
+    "        for (int l = 0; l < GPC; l++) {\n"                                                                   \
+    "            w4f_ldq<GW>(qa[r] + c * 64 + l * 16 * GW, &s.wa[r][l * GW]);\n"                                  \
+    "            w4f_ldq<GW>(qb[r] + c * 64 + l * 16 * GW, &s.wb[r][l * GW]);\n"                                  \
+    "        }\n"                                                                                                 \
+    "        if constexpr (GPC == 4) {\n"                                                                         \
+    "            const uint2 a = __ldg((const uint2 *)(sa[r] + c * 4)), b = __ldg((const uint2 *)(sb[r] + c * 4));\n" \
+    "            s.sa[r][0] = a.x; s.sa[r][1] = a.y; s.sb[r][0] = b.x; s.sb[r][1] = b.y;\n"                      \
+    "        } else if constexpr (GPC == 2) {\n"                                                                  \
+    "            s.sa[r][0] = __ldg((const unsigned int *)(sa[r] + c * 2));\n"                                    \
+    "            s.sb[r][0] = __ldg((const unsigned int *)(sb[r] + c * 2));\n"                                    \
+    "        } else {\n"                                                                                          \
+    "            s.sa[r][0] = __ldg(sa[r] + c);\n"                                                                \
+    "            s.sb[r][0] = __ldg(sb[r] + c);\n"                                                                \
+    "        }\n"                                                                                                 \
+    "    }\n"                                                                                                     \
+    "}\n"                                                                                                         \
+    "/* f16 scale of group gq of the chunk from its scale words */\n"                                             \
+    "template <int GW> __device__ __forceinline__ float w4f_scale(const u32 *sw, int gq) {\n"                    \
+    "    if constexpr (GW == 4) return w4f_h2f(sw[0]);\n"                                                         \
+    "    else return w4f_h2f(sw[gq >> 1] >> (16 * (gq & 1)));\n"                                                  \
+    "}\n"                                                                                                         \
+    "template <int GW, int R, int NB>\n"                                                                          \
+    "__device__ __forceinline__ void w4f_compute(const W4fStage<R, NB> &s, float (*acc)[NB][4], ll c,\n"            \
+    "                                            const u16 *const *xr, const bool *xok) {\n"                     \
+    "    constexpr int GPC = 4 / GW;\n"                                                                           \
+    "    uint4 xv[NB][4];\n"                                                                                      \
+    "#pragma unroll\n"                                                                                            \
+    "    for (int nb = 0; nb < NB; nb++)\n"                                                                       \
+    "#pragma unroll\n"                                                                                            \
+    "        for (int j = 0; j < 4; j++) xv[nb][j] = w4f_ldx<GW>(xr[nb], xok[nb], c, j);\n"                       \
+    "#pragma unroll\n"                                                                                            \
+    "    for (int gq = 0; gq < GPC; gq++) {\n"                                                                    \
+    "        float part[R][NB][4];\n"                                                                             \
+    "#pragma unroll\n"                                                                                            \
+    "        for (int r = 0; r < R; r++)\n"                                                                       \
+    "#pragma unroll\n"                                                                                            \
+    "            for (int nb = 0; nb < NB; nb++)\n"                                                               \
+    "#pragma unroll\n"                                                                                            \
+    "                for (int e = 0; e < 4; e++) part[r][nb][e] = 0.f;\n"                                         \
+    "#pragma unroll\n"                                                                                            \
+    "        for (int jj = 0; jj < GW; jj++) {\n"                                                                 \
+    "            const int j = gq * GW + jj;\n"                                                                   \
+    "            u32 b[NB][4]; /* B registers: (e0,e4), (e1,e5) for h = 0; (e2,e6), (e3,e7) for h = 1 */\n"      \
+    "#pragma unroll\n"                                                                                            \
+    "            for (int nb = 0; nb < NB; nb++) {\n"                                                             \
+    "                const uint4 v = xv[nb][j];\n"                                                                \
+    "                b[nb][0] = __byte_perm(v.x, v.z, 0x5410);\n"                                                 \
+    "                b[nb][1] = __byte_perm(v.x, v.z, 0x7632);\n"                                                 \
+    "                b[nb][2] = __byte_perm(v.y, v.w, 0x5410);\n"                                                 \
+    "                b[nb][3] = __byte_perm(v.y, v.w, 0x7632);\n"                                                 \
+    "            }\n"                                                                                             \
+    "#pragma unroll\n"                                                                                            \
+    "            for (int r = 0; r < R; r++) {\n"                                                                 \
+    "                const u32 A = s.wa[r][j], B = s.wb[r][j];\n"                                                 \
+    "#pragma unroll\n"                                                                                            \
+    "                for (int h = 0; h < 2; h++) {\n"                                                             \
+    "                    const u32 a0 = w4f_pair(A >> (8 * h)), a1 = w4f_pair(B >> (8 * h));\n"                   \
+    "                    const u32 a2 = w4f_pair(A >> (8 * h + 4)), a3 = w4f_pair(B >> (8 * h + 4));\n"           \
+    "#pragma unroll\n"                                                                                            \
+    "                    for (int nb = 0; nb < NB; nb++) w4f_mma(part[r][nb], a0, a1, a2, a3, b[nb][2 * h], b[nb][2 * h + 1]);\n" \
+    "                }\n"                                                                                         \
+    "            }\n"                                                                                             \
+    "        }\n"                                                                                                 \
+    "        /* promotion: c0, c1 are row g, c2, c3 row g + 8 */\n"                                               \
+    "#pragma unroll\n"                                                                                            \
+    "        for (int r = 0; r < R; r++) {\n"                                                                     \
+    "            const float s0 = w4f_scale<GW>(s.sa[r], gq), s1 = w4f_scale<GW>(s.sb[r], gq);\n"                 \
+    "#pragma unroll\n"                                                                                            \
+    "            for (int nb = 0; nb < NB; nb++)\n"                                                               \
+    "#pragma unroll\n"                                                                                            \
+    "                for (int e = 0; e < 4; e++) acc[r][nb][e] = fmaf(e < 2 ? s0 : s1, part[r][nb][e], acc[r][nb][e]);\n" \
+    "        }\n"                                                                                                 \
+    "    }\n"                                                                                                     \
+    "}\n"                                                                                                         \
+    "template <int GW, int R, int NB>\n"                                                                          \
+    "__device__ __forceinline__ void w4f_gemv(const u16 *x, const u8 *q, const u16 *sc, float *y, int m, int n, ll k,\n" \
+    "                                         int n0, float *red) {\n"                                            \
+    "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;\n"             \
+    "    const int ks = blockDim.x >> 5;\n"                                                                       \
+    "    const ll ng = k / (32 * GW), chunks = k >> 7;\n"                                                         \
+    "    const ll cpw = (chunks + ks - 1) / ks, c0 = warp * cpw, c1 = c0 + cpw < chunks ? c0 + cpw : chunks;\n"   \
+    "    const u8 *qa[R], *qb[R];\n"                                                                              \
+    "    const u16 *sa[R], *sb[R], *xr[NB];\n"                                                                    \
+    "    bool xok[NB];\n"                                                                                         \
+    "#pragma unroll\n"                                                                                            \
+    "    for (int r = 0; r < R; r++) {\n"                                                                         \
+    "        int ra = n0 + 16 * r + g, rb = ra + 8;\n"                                                            \
+    "        ra = ra < n ? ra : n - 1;\n"                                                                         \
+    "        rb = rb < n ? rb : n - 1;\n"                                                                         \
+    "        qa[r] = q + (ll)ra * (k / 2) + 4 * GW * t;\n"                                                        \
+    "        qb[r] = q + (ll)rb * (k / 2) + 4 * GW * t;\n"                                                        \
+    "        sa[r] = sc + ra * ng;\n"                                                                             \
+    "        sb[r] = sc + rb * ng;\n"                                                                             \
+    "    }\n"                                                                                                     \
+    "#pragma unroll\n"                                                                                            \
+    "    for (int nb = 0; nb < NB; nb++) {\n"                                                                     \
+    "        xok[nb] = g + 8 * nb < m;\n"                                                                         \
+    "        xr[nb] = x + (xok[nb] ? (ll)(g + 8 * nb) * k : 0) + 8 * GW * t;\n"                                   \
+    "    }\n"                                                                                                     \
+    "    float acc[R][NB][4];\n"                                                                                  \
+    "#pragma unroll\n"                                                                                            \
+    "    for (int r = 0; r < R; r++)\n"                                                                           \
+    "#pragma unroll\n"                                                                                            \
+    "        for (int nb = 0; nb < NB; nb++)\n"                                                                   \
+    "#pragma unroll\n"                                                                                            \
+    "            for (int e = 0; e < 4; e++) acc[r][nb][e] = 0.f;\n"                                              \
+    "    /* two register stages, loaded one chunk ahead; the loop body is unrolled by two so no stage is copied */\n" \
+    "    W4fStage<R, NB> s0, s1;\n"                                                                               \
+    "    if (c0 < c1) w4f_load<GW, R, NB>(s0, c0, qa, qb, sa, sb, xr, xok);\n"                                    \
+    "    for (ll c = c0; c < c1; c += 2) {\n"                                                                     \
+    "        if (c + 1 < c1) w4f_load<GW, R, NB>(s1, c + 1, qa, qb, sa, sb, xr, xok);\n"                          \
+    "        w4f_compute<GW, R, NB>(s0, acc, c, xr, xok);\n"                                                                  \
+    "        if (c + 1 >= c1) break;\n"                                                                           \
+    "        if (c + 2 < c1) w4f_load<GW, R, NB>(s0, c + 2, qa, qb, sa, sb, xr, xok);\n"                          \
+    "        w4f_compute<GW, R, NB>(s1, acc, c + 1, xr, xok);\n"                                                                  \
+    "    }\n"                                                                                                     \
+    "    /* the K split: warps 1.. leave their totals, warp 0 adds them in warp order and stores */\n"            \
+    "    constexpr int NA = R * NB * 4;\n"                                                                        \
+    "    if (ks > 1) {\n"                                                                                         \
+    "        if (warp > 0) {\n"                                                                                   \
+    "#pragma unroll\n"                                                                                            \
+    "            for (int i = 0; i < NA; i++) red[((warp - 1) * NA + i) * 32 + lane] = (&acc[0][0][0])[i];\n"     \
+    "        }\n"                                                                                                 \
+    "        __syncthreads();\n"                                                                                  \
+    "        if (warp == 0)\n"                                                                                    \
+    "            for (int w = 1; w < ks; w++)\n"                                                                  \
+    "#pragma unroll\n"                                                                                            \
+    "                for (int i = 0; i < NA; i++) (&acc[0][0][0])[i] += red[((w - 1) * NA + i) * 32 + lane];\n"   \
+    "        __syncthreads(); /* red is free again (the m > 8 path comes back for its second tile) */\n"         \
+    "    }\n"                                                                                                     \
+    "    if (warp > 0) return;\n"                                                                                 \
+    "#pragma unroll\n"                                                                                            \
+    "    for (int r = 0; r < R; r++)\n"                                                                           \
+    "#pragma unroll\n"                                                                                            \
+    "        for (int nb = 0; nb < NB; nb++)\n"                                                                   \
+    "#pragma unroll\n"                                                                                            \
+    "            for (int e = 0; e < 4; e++) {\n"                                                                 \
+    "                const int xi = 8 * nb + 2 * t + (e & 1), wi = n0 + 16 * r + g + 8 * (e >> 1);\n"             \
+    "                if (xi < m && wi < n) y[(ll)xi * n + wi] = acc[r][nb][e];\n"                                 \
+    "            }\n"                                                                                             \
+    "}\n"                                                                                                         \
+    "/* m > 8 (two n8 tiles of x) and g32 (four scale words a row a stage) run one 16-row tile at a time, the\n" \
+    "   tiles of a 32-row block in turn: two W tiles would not fit 128 registers (the host plans R = 1 for them) */\n" \
+    "template <int GW>\n"                                                                                         \
+    "__device__ __forceinline__ void w4f_go(const u16 *x, const u8 *q, const u16 *sc, float *y, int m, int n, ll k,\n" \
+    "                                       int R, float *red) {\n"                                               \
+    "    const int n0 = blockIdx.x * (16 * R); /* n < 2^31 (eligibility) */\n"                                    \
+    "    if (m > 8) {\n"                                                                                          \
+    "        w4f_gemv<GW, 1, 2>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
+    "        if (R == 2 && n0 + 16 < n) w4f_gemv<GW, 1, 2>(x, q, sc, y, m, n, k, n0 + 16, red);\n"                \
+    "    } else if (R == 2 && GW == 1) {\n"                                                                       \
+    "        w4f_gemv<GW, 1, 1>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
+    "        if (n0 + 16 < n) w4f_gemv<GW, 1, 1>(x, q, sc, y, m, n, k, n0 + 16, red);\n"                          \
+    "    } else if (R == 2) {\n"                                                                                  \
+    "        w4f_gemv<GW, 2, 1>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
+    "    } else {\n"                                                                                              \
+    "        w4f_gemv<GW, 1, 1>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
+    "    }\n"                                                                                                     \
+    "}\n"                                                                                                         \
+    "extern \"C\" __global__ void __launch_bounds__(512) qc_w4f_gemv_sym(const u16 *x, const u8 *q, const u16 *s,\n" \
+    "        float *y, ll m, ll n, ll k, ll gs) {\n"                                                              \
+    "    extern __shared__ float red[];\n"                                                                        \
+    "    if (m <= 0 || m > 16 || n <= 0 || k <= 0 || (k & 127)) return;\n"                                        \
+    "    /* the host's tile count: R = 1 gives 16-row blocks (then 16 gridDim >= n), R = 2 32-row ones */\n"      \
+    "    const int R = (ll)gridDim.x * 16 >= n ? 1 : 2;\n"                                                        \
+    "    if (gs == 128) w4f_go<4>(x, q, s, y, (int)m, (int)n, k, R, red);\n"                                                \
+    "    else if (gs == 64) w4f_go<2>(x, q, s, y, (int)m, (int)n, k, R, red);\n"                                            \
+    "    else if (gs == 32) w4f_go<1>(x, q, s, y, (int)m, (int)n, k, R, red);\n"                                            \
+    "}\n"
+
+static const char W4F_SRC_SYM[] = W4F_SRC;
+
+/* ---- the launch plan (the device reads KS from blockDim and R from gridDim) ---- */
+
+/* Warps wanted in all: 16 per SM of an H200 (128 registers a thread), one wave. */
+#define W4F_WANT_WARPS 2112
+
+typedef struct w4f_plan {
+    int r, ks;
+    int64_t blocks;
+} w4f_plan;
+
+/* R = 2 (x's registers serve two tiles) unless that leaves fewer than two
+ * blocks per SM's worth of 16-row tiles; KS doubles while the warps stay
+ * under the target and each keeps at least two chunks.  QC_W4F_R and
+ * QC_W4F_KS override (tuning on the device; the device follows the launch). */
+static void w4f_plan_of(int64_t m, int64_t n, int64_t k, int64_t g, w4f_plan *p) {
+    memset(p, 0, sizeof *p);
+    if (m <= 0 || n <= 0 || k < 128) return;
+    int64_t chunks = k / 128, tiles = (n + 15) / 16;
+    p->r = tiles >= 2 * 264 && m <= 8 && g != 32 ? 2 : 1; /* the device runs m > 8 and g32 a tile at a time */
+    const char *er = getenv("QC_W4F_R"), *ek = getenv("QC_W4F_KS");
+    if (er && (atoi(er) == 1 || atoi(er) == 2)) p->r = atoi(er);
+    if (tiles == 1) p->r = 1; /* 16 gridDim >= n then reads as R = 1 */
+    p->blocks = (tiles + p->r - 1) / p->r;
+    p->ks = 1;
+    while (p->ks < W4F_MAX_KS && p->blocks * p->ks * 2 <= W4F_WANT_WARPS && chunks >= 4 * p->ks) p->ks *= 2;
+    if (ek) {
+        int v = atoi(ek);
+        if (v >= 1 && v <= W4F_MAX_KS) p->ks = v;
+    }
+}
+
+static uint32_t w4f_red_bytes(int64_t m, const w4f_plan *p) {
+    int nb = m > 8 ? 2 : 1;
+    return p->ks > 1 ? (uint32_t)(p->ks - 1) * (uint32_t)(p->r * nb * 4) * 32u * 4u : 0u;
+}
+
+static void w4f_dims(const qc_problem *p, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    w4f_plan pl;
+    w4f_plan_of(p->m, p->n, p->k, p->group_size, &pl);
+    if (pl.blocks <= 0 || pl.blocks > 0x7fffffffLL) return;
+    d->grid[0] = (uint32_t)pl.blocks;
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = 32u * (uint32_t)pl.ks;
+    d->block[1] = d->block[2] = 1;
+    d->shared_bytes = w4f_red_bytes(p->m, &pl);
+}
+
+/* ---- C reference: exactly the kernel's parameters, x as bf16 bits ---- */
+
+static void w4f_ref_sym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, float *y, int64_t m,
+                        int64_t n, int64_t k, int64_t group_size) {
+    /* the host checks eligibility first; this only keeps a bad call in bounds */
+    if (!xb || !qweight || !scales || !y || m <= 0 || group_size <= 0 || group_size > 128 ||
+        !w4_shape_ok(n, k, (uint32_t)group_size, NULL) || (size_t)m > SIZE_MAX / sizeof(float) / (size_t)k)
+        return;
+    float *x = malloc((size_t)m * (size_t)k * sizeof(float));
+    if (!x) return;
+    for (size_t i = 0; i < (size_t)m * (size_t)k; i++) x[i] = qc_bf16_to_f32(xb[i]);
+    w4_view v = {.n = n, .k = k, .g = (uint32_t)group_size, .scheme = W4A16_SCHEME_SYM, .ng = k / group_size,
+                 .q = qweight, .s = scales};
+    w4_linear(&v, x, y, m);
+    free(x);
+}
+
+/* ---- eligibility ---- */
+
+static int w4f_el_sym(const qc_problem *p, qc_reason *why) {
+    static const char id[] = "w4a16.gemv_frag_sym";
+    uint32_t s = p->struct_size >= offsetof(qc_problem, scheme) + sizeof p->scheme ? p->scheme : 0;
+    if (s == 0) s = W4A16_SCHEME_SYM;
+    if (s == (W4A16_SCHEME_SYM | W4A16_SCHEME_PERM)) {
+        w4_why(why, "perm", "%s does not take act-order weights (scheme %s): the stored K order needs x permuted", id,
+               w4_scheme_name(s));
+        return 0;
+    }
+    if (s != W4A16_SCHEME_SYM) {
+        w4_why(why, "scheme", "%s takes scheme sym only (w4a16.gemv_asym / gemv_fmin run the others), the weight is "
+               "%s (0x%x)", id, w4_scheme_name(s), s);
+        return 0;
+    }
+    if (!w4_group_ok(p->group_size)) {
+        w4_why(why, "group", "%s needs the weight's group size (32, 64 or 128), problem has %u", id, p->group_size);
+        return 0;
+    }
+    if (!w4_shape_ok(p->n, p->k, p->group_size, why)) return 0;
+    if (p->k % 128) {
+        w4_why(why, "align_k", "%s streams K in chunks of 128 codes, layer has K=%lld (w4a16.gemv_sym takes it)", id,
+               (long long)p->k);
+        return 0;
+    }
+    if ((p->n + 15) / 16 > 0x7fffffffLL) {
+        w4_why(why, "shape", "%s: n = %lld needs more blocks than a grid holds", id, (long long)p->n);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- registration ---- */
+
+static const qc_kernel_param w4f_p_sym[] = {
+    {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}, {"y", QC_PARAM_PTR},
+    {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},        {"group_size", QC_PARAM_I64},
+};
+
+/* Registered after w4a16.gemv_sym, which it ties with in the engine's
+ * selection (same arch and M range): the older kernel stays the default
+ * until this one's device numbers are in. */
+qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
+    qc_kernel_desc d = {
+        .struct_size = sizeof d,
+        .id = "w4a16.gemv_frag_sym",
+        .format = "w4a16",
+        .phases = QC_PHASE_ANY,
+        .m_min = 1,
+        .m_max = 16,
+        .arch = {80, QC_SM_ANY}, /* mma.sync bf16 and bf16x2 fma: sm_80 */
+        .n_params = sizeof w4f_p_sym / sizeof w4f_p_sym[0],
+        .params = w4f_p_sym,
+        .reference = (void (*)(void))w4f_ref_sym,
+        .cuda_source = W4F_SRC_SYM,
+        .cuda_entry = "qc_w4f_gemv_sym",
+        .launch_dims = w4f_dims,
+        .eligible = w4f_el_sym,
+    };
+    return api->register_kernel(host, &d);
+}

@@ -1,0 +1,274 @@
+# test_w4a16_frag_emu.py - plugins/w4a16/w4a16_gemv_frag.c's index and fragment math replayed on the CPU, no GPU needed.
+# A transcription (keep it in step with the kernel): the device's R rule from the grid, the tile-at-a-time paths
+# (m > 8, g32), each warp's chunk slice, each lane's code loads (byte offsets into the row-major packed rows, rows
+# clamped to n - 1), its scale words and their halves, its x loads (zeros past m), the byte_perms into B registers,
+# the lop3 / bf16x2 fma pairs into A registers, the mma as a matrix product through the PTX ISA's m16n8k16 fragment
+# ownership (A: a0,a1 row g cols 2t,2t+1; a2,a3 row g+8; a4,a5 row g cols 2t+8,2t+9; a6,a7 row g+8; B: b0,b1 k rows
+# 2t,2t+1 of column g, b2,b3 k rows 2t+8,2t+9; D: c0,c1 row g cols 2t,2t+1, c2,c3 row g+8), the per-group promotion,
+# the K split's reduction in warp order and the masked stores into a NaN-poisoned y.  Sums are float64 here, so
+# the result must equal a float64 reference to rounding.  Exit 77 (skip) without numpy.
+import struct, sys
+try:
+    import numpy as np
+except ImportError:
+    print("test_w4a16_frag_emu: skip: numpy is not installed")
+    sys.exit(77)
+
+rng = np.random.default_rng(3)
+M32 = 0xffffffff
+
+
+def bf16_bits_to_f(b):
+    return float(np.frombuffer(struct.pack('<I', (b & 0xffff) << 16), '<f4')[0])
+
+
+def f16_to_f(h):
+    return float(np.frombuffer(struct.pack('<H', h & 0xffff), '<f2')[0])
+
+
+def byte_perm(x, y, s):
+    b = [(x >> (8 * i)) & 255 for i in range(4)] + [(y >> (8 * i)) & 255 for i in range(4)]
+    r = 0
+    for i in range(4):
+        r |= b[(s >> (4 * i)) & 7] << (8 * i)
+    return r
+
+
+def lop3_ea(a, b, c):  # (a & b) | c
+    return ((a & b) | c) & M32
+
+
+def pair(w):
+    # w4f_pair: lop3(w, 0x000F000F, 0x43004300) then fma.rn.bf16x2 by (1, 1) plus (-136, -136): exact
+    v = lop3_ea(w, 0x000F000F, 0x43004300)
+    lo = bf16_bits_to_f(v & 0xffff) * 1.0 - 136.0
+    hi = bf16_bits_to_f(v >> 16) * 1.0 - 136.0
+    return (lo, hi)
+
+
+def u32_at(buf, off):
+    return int(buf[off]) | int(buf[off + 1]) << 8 | int(buf[off + 2]) << 16 | int(buf[off + 3]) << 24
+
+
+def mma(d, A, B):
+    """d[32][4] += A B: A[lane] = 4 bf16x2 registers as value pairs, B[lane] = 2 pairs (PTX m16n8k16 layout)."""
+    Am = np.full((16, 16), np.nan)
+    Bm = np.full((16, 8), np.nan)
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        a = [A[lane][0][0], A[lane][0][1], A[lane][1][0], A[lane][1][1],
+             A[lane][2][0], A[lane][2][1], A[lane][3][0], A[lane][3][1]]
+        for i in range(8):
+            row = g if (i < 2 or 4 <= i < 6) else g + 8
+            col = 2 * t + (i & 1) + (8 if i >= 4 else 0)
+            Am[row, col] = a[i]
+        b = [B[lane][0][0], B[lane][0][1], B[lane][1][0], B[lane][1][1]]
+        for i in range(4):
+            Bm[2 * t + (i & 1) + (8 if i >= 2 else 0), g] = b[i]
+    assert not np.isnan(Am).any() and not np.isnan(Bm).any(), "a fragment element was not set"
+    D = Am @ Bm
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        d[lane][0] += D[g, 2 * t]
+        d[lane][1] += D[g, 2 * t + 1]
+        d[lane][2] += D[g + 8, 2 * t]
+        d[lane][3] += D[g + 8, 2 * t + 1]
+
+
+def run_block(ctx, bx, ks):
+    m, n, k, GW, R, qb, sc, xb, y = ctx
+    n0 = bx * 16 * R
+    if m > 8:
+        gemv(ctx, 1, 2, n0, ks)
+        if R == 2 and n0 + 16 < n:
+            gemv(ctx, 1, 2, n0 + 16, ks)
+    elif R == 2 and GW == 1:
+        gemv(ctx, 1, 1, n0, ks)
+        if n0 + 16 < n:
+            gemv(ctx, 1, 1, n0 + 16, ks)
+    elif R == 2:
+        gemv(ctx, 2, 1, n0, ks)
+    else:
+        gemv(ctx, 1, 1, n0, ks)
+
+
+def gemv(ctx, R, NB, n0, ks):
+    m, n, k, GW, _, qb, sc, xb, y = ctx
+    ng, chunks = k // (32 * GW), k >> 7
+    cpw = (chunks + ks - 1) // ks
+    GPC = 4 // GW
+    red = {}
+    accs = []
+    for warp in range(ks):
+        c0, c1 = warp * cpw, min(warp * cpw + cpw, chunks)
+        acc = [[[[0.0] * 4 for _ in range(NB)] for _ in range(R)] for _ in range(32)]
+        # per lane: byte offsets of rows g, g + 8 (clamped), scale row offsets, x row offsets
+        lanes = []
+        for lane in range(32):
+            g, t = lane >> 2, lane & 3
+            qa, qbb, sa, sb = [], [], [], []
+            for r in range(R):
+                ra, rb = n0 + 16 * r + g, n0 + 16 * r + g + 8
+                ra = ra if ra < n else n - 1
+                rb = rb if rb < n else n - 1
+                qa.append(ra * (k // 2) + 4 * GW * t)
+                qbb.append(rb * (k // 2) + 4 * GW * t)
+                sa.append(ra * ng)
+                sb.append(rb * ng)
+            xok = [g + 8 * nb < m for nb in range(NB)]
+            xr = [((g + 8 * nb) * k if xok[nb] else 0) + 8 * GW * t for nb in range(NB)]
+            lanes.append((qa, qbb, sa, sb, xok, xr))
+        for c in range(c0, c1):
+            # w4f_load: codes (4 / GW loads of GW words) and scale words of each lane
+            st = []
+            for lane in range(32):
+                qa, qbb, sa, sb, xok, xr = lanes[lane]
+                wa = [[0] * 4 for _ in range(R)]
+                wb = [[0] * 4 for _ in range(R)]
+                swa = [[0, 0] for _ in range(R)]
+                swb = [[0, 0] for _ in range(R)]
+                for r in range(R):
+                    for l in range(GPC):
+                        for i in range(GW):
+                            wa[r][l * GW + i] = u32_at(qb, qa[r] + c * 64 + l * 16 * GW + 4 * i)
+                            wb[r][l * GW + i] = u32_at(qb, qbb[r] + c * 64 + l * 16 * GW + 4 * i)
+                    if GPC == 4:  # one 8-byte load: f16 0,1 in word 0, 2,3 in word 1
+                        e = sa[r] + c * 4
+                        swa[r] = [sc[e] | sc[e + 1] << 16, sc[e + 2] | sc[e + 3] << 16]
+                        e = sb[r] + c * 4
+                        swb[r] = [sc[e] | sc[e + 1] << 16, sc[e + 2] | sc[e + 3] << 16]
+                    elif GPC == 2:
+                        e = sa[r] + c * 2
+                        swa[r][0] = sc[e] | sc[e + 1] << 16
+                        e = sb[r] + c * 2
+                        swb[r][0] = sc[e] | sc[e + 1] << 16
+                    else:
+                        swa[r][0] = sc[sa[r] + c]
+                        swb[r][0] = sc[sb[r] + c]
+                # x of the chunk: 8 bf16 at word j's codes, as 4 u32 (v.x .. v.w)
+                xv = []
+                for nb in range(NB):
+                    row = []
+                    for j in range(4):
+                        if xok[nb]:
+                            o = xr[nb] + c * 128 + (j // GW) * 32 * GW + 8 * (j % GW)
+                            e8 = [int(xb[o + i]) for i in range(8)]
+                            row.append([e8[0] | e8[1] << 16, e8[2] | e8[3] << 16, e8[4] | e8[5] << 16, e8[6] | e8[7] << 16])
+                        else:
+                            row.append([0, 0, 0, 0])
+                    xv.append(row)
+                st.append((wa, wb, swa, swb, xv))
+            # w4f_compute
+            for gq in range(GPC):
+                part = [[[[0.0] * 4 for _ in range(NB)] for _ in range(R)] for _ in range(32)]
+                for jj in range(GW):
+                    j = gq * GW + jj
+                    Bl = []
+                    for lane in range(32):
+                        bl = []
+                        for nb in range(NB):
+                            v = st[lane][4][nb][j]
+                            regs = [byte_perm(v[0], v[2], 0x5410), byte_perm(v[0], v[2], 0x7632),
+                                    byte_perm(v[1], v[3], 0x5410), byte_perm(v[1], v[3], 0x7632)]
+                            bl.append([(bf16_bits_to_f(rr & 0xffff), bf16_bits_to_f(rr >> 16)) for rr in regs])
+                        Bl.append(bl)
+                    for r in range(R):
+                        for h in range(2):
+                            Al = []
+                            for lane in range(32):
+                                A, Bw = st[lane][0][r][j], st[lane][1][r][j]
+                                Al.append([pair(A >> (8 * h)), pair(Bw >> (8 * h)), pair(A >> (8 * h + 4)),
+                                           pair(Bw >> (8 * h + 4))])
+                            for nb in range(NB):
+                                d = [part[lane][r][nb] for lane in range(32)]
+                                mma(d, Al, [[Bl[lane][nb][2 * h], Bl[lane][nb][2 * h + 1]] for lane in range(32)])
+                for lane in range(32):
+                    swa, swb = st[lane][2], st[lane][3]
+                    for r in range(R):
+                        if GW == 4:
+                            s0, s1 = f16_to_f(swa[r][0]), f16_to_f(swb[r][0])
+                        else:
+                            s0 = f16_to_f(swa[r][gq >> 1] >> (16 * (gq & 1)))
+                            s1 = f16_to_f(swb[r][gq >> 1] >> (16 * (gq & 1)))
+                        for nb in range(NB):
+                            for e in range(4):
+                                acc[lane][r][nb][e] += (s0 if e < 2 else s1) * part[lane][r][nb][e]
+        accs.append(acc)
+    # the K split: warps 1.. through shared memory, added by warp 0 in warp order
+    NA = R * NB * 4
+    for w in range(1, ks):
+        for lane in range(32):
+            flat = [v for r in accs[w][lane] for nb in r for v in nb]
+            for i in range(NA):
+                red[((w - 1) * NA + i) * 32 + lane] = flat[i]
+    acc0 = accs[0]
+    for lane in range(32):
+        flat = [v for r in acc0[lane] for nb in r for v in nb]
+        for w in range(1, ks):
+            for i in range(NA):
+                flat[i] += red[((w - 1) * NA + i) * 32 + lane]
+        g, t = lane >> 2, lane & 3
+        i = 0
+        for r in range(R):
+            for nb in range(NB):
+                for e in range(4):
+                    xi, wi = 8 * nb + 2 * t + (e & 1), n0 + 16 * r + g + 8 * (e >> 1)
+                    if xi < m and wi < n:
+                        assert np.isnan(y[xi, wi]), "y[%d,%d] written twice" % (xi, wi)
+                        y[xi, wi] = flat[i]
+                    i += 1
+
+
+def case(m, n, k, g, R_host, ks):
+    GW = g // 32
+    ng = k // g
+    q = rng.integers(0, 16, size=(n, k))
+    sc16 = (rng.normal(size=(n, ng)) * 0.05).astype(np.float16)
+    x = rng.normal(size=(m, k)).astype(np.float32)
+    xbits = (x.view(np.uint32) >> 16).astype(np.uint32)  # bf16 by truncation (any bf16 values do)
+    xval = (xbits << 16).view(np.float32).astype(np.float64)
+    qb = np.zeros(n * k // 2, np.uint8)
+    for j in range(n):
+        row = q[j]
+        qb[j * (k // 2):(j + 1) * (k // 2)] = (row[0::2] | (row[1::2] << 4)).astype(np.uint8)
+    sc = [int(v) for v in sc16.view(np.uint16).reshape(-1)]
+    W = (q - 8) * sc16.astype(np.float64).repeat(g, axis=1)
+    ref = xval @ W.T
+    tiles = (n + 15) // 16
+    if tiles == 1:
+        R_host = 1
+    grid = (tiles + R_host - 1) // R_host
+    R = 1 if grid * 16 >= n else 2  # the device's rule
+    assert R == R_host, "device R %d, host R %d (n %d)" % (R, R_host, n)
+    y = np.full((m, n), np.nan)
+    ctx = (m, n, k, GW, R, qb, sc, [int(v) for v in xbits.reshape(-1)], y)
+    for bx in range(grid):
+        run_block(ctx, bx, ks)
+    left = int(np.isnan(y).sum())
+    mag = np.abs(xval) @ np.abs(W).T
+    err = np.abs(y - ref) / (mag * 1e-12 + 1e-300)
+    worst = float(np.nanmax(err))
+    ok = left == 0 and worst <= 1.0
+    print("test_w4a16_frag_emu: m=%2d n=%3d k=%4d g%-3d R=%d KS=%d: %s, worst |d|/(1e-12 sum|xw|) %.3g%s" %
+          (m, n, k, g, R, ks, "ok" if ok else "FAIL", worst, "" if left == 0 else ", %d outputs unwritten" % left))
+    return ok
+
+
+cases = [
+    # m, n, k, g, host R, KS: R = 1 and 2, g 32/64/128, m across the n8 tiles, ragged K slices and warps with
+    # no chunk (k 384 = 3 chunks over KS 4), n with a half tile (24, 40) and a clamped second tile (72 at R 2)
+    (1, 16, 128, 128, 1, 1),
+    (3, 24, 384, 64, 2, 2),
+    (5, 40, 384, 32, 2, 4),
+    (8, 72, 256, 128, 2, 1),
+    (9, 40, 384, 128, 2, 2),
+    (16, 24, 256, 32, 1, 2),
+    (13, 72, 512, 64, 2, 3),
+    (2, 32, 640, 64, 1, 8),
+    (1, 8, 256, 32, 1, 2),
+]
+bad = 0
+for c in cases:
+    bad += 0 if case(*c) else 1
+print("test_w4a16_frag_emu: %d of %d cases out of tolerance" % (bad, len(cases)))
+sys.exit(1 if bad else 0)

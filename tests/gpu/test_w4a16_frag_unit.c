@@ -1,0 +1,276 @@
+/* test_w4a16_frag_unit.c - w4a16.gemv_frag_sym without a GPU: descriptor, refusals, selection, plan, reference, sm_80 / sm_90a builds and SASS counts. */
+#define _GNU_SOURCE
+#include <math.h>
+
+#include "../../plugins/common/qc_bf16.h"
+#include "../../plugins/w4a16/w4a16.h"
+#include "gpu_test.h"
+#include "nvrtc/nv_test.h"
+#include "qc_util.h"
+#include "qcore/qcore.h"
+
+#define TEST "test_w4a16_frag_unit"
+#define KID "w4a16.gemv_frag_sym"
+
+static qc_problem prob(int64_t m, int64_t n, int64_t k, uint32_t g, uint32_t scheme) {
+    qc_problem p = {.struct_size = sizeof p, .sm = 90, .m = m, .n = n, .k = k, .group_size = g,
+                    .phase = m > 1 ? QC_PHASE_PREFILL : QC_PHASE_DECODE, .scheme = scheme};
+    return p;
+}
+
+static void expect_refused(const qc_kernel_desc *k, const qc_format_desc *f, qc_problem p, const char *code) {
+    qc_reason why;
+    memset(&why, 0, sizeof why);
+    int ok = qc_select_kernel(k, f, &p, 1, &why);
+    CHECK(!ok && strcmp(why.code, code) == 0, "%s m=%lld n=%lld k=%lld g%u scheme 0x%x sm %u: '%s' (%s), expected %s",
+          k->id, (long long)p.m, (long long)p.n, (long long)p.k, p.group_size, p.scheme, p.sm, ok ? "taken" : why.code,
+          why.text, code);
+}
+
+/* Descriptor, every refusal with its code, the launch plan, and that the engine still picks w4a16.gemv_sym. */
+static void descriptors(qc_runtime *rt) {
+    const qc_format_desc *f = qc_format_find(rt, "w4a16");
+    const qc_kernel_desc *k = qc_kernel_find(rt, KID);
+    CHECK(f && k, "w4a16 format or %s not loaded from %s", KID, QC_TEST_PLUGIN_DIR);
+    if (!f || !k) return;
+    CHECK(k->reference && k->cuda_source && k->cuda_entry && k->launch_dims && k->eligible, "%s lacks a part", KID);
+    CHECK(k->m_min == 1 && k->m_max == 16 && k->arch.min_sm == 80 && k->arch.max_sm == QC_SM_ANY,
+          "%s: M [%lld, %lld] arch [%u, %u]", KID, (long long)k->m_min, (long long)k->m_max, k->arch.min_sm,
+          k->arch.max_sm);
+    qc_reason why;
+    for (uint32_t g = 32; g <= 128; g *= 2)
+        for (int64_t m = 1; m <= 16; m += 15) {
+            qc_problem p = prob(m, 4096, 4096, g, W4A16_SCHEME_SYM);
+            CHECK(qc_select_kernel(k, f, &p, 1, &why), "%s g%u m%lld refused: %s: %s", KID, g, (long long)m, why.code,
+                  why.text);
+            p.sm = 80;
+            CHECK(qc_select_kernel(k, f, &p, 1, &why), "%s sm_80 refused: %s", KID, why.text);
+        }
+    qc_problem p0 = prob(1, 4096, 4096, 128, 0); /* scheme 0 means sym */
+    CHECK(qc_select_kernel(k, f, &p0, 1, &why), "%s scheme 0 refused: %s", KID, why.text);
+    expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_ASYM), "scheme");
+    expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_FMIN), "scheme");
+    expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM | W4A16_SCHEME_PERM), "perm");
+    expect_refused(k, f, prob(1, 4096, 4096, 0, W4A16_SCHEME_SYM), "group");
+    expect_refused(k, f, prob(1, 4096, 4096, 96, W4A16_SCHEME_SYM), "group");
+    expect_refused(k, f, prob(1, 4096, 4000, 128, W4A16_SCHEME_SYM), "group");
+    expect_refused(k, f, prob(1, 4096, 4001, 32, W4A16_SCHEME_SYM), "align_k");
+    expect_refused(k, f, prob(1, 4096, 4064, 32, W4A16_SCHEME_SYM), "align_k"); /* k % 32 == 0, not % 128 */
+    expect_refused(k, f, prob(1, 4096, 576, 64, W4A16_SCHEME_SYM), "align_k");
+    expect_refused(k, f, prob(1, 4100, 4096, 128, W4A16_SCHEME_SYM), "align_n");
+    expect_refused(k, f, prob(17, 4096, 4096, 128, W4A16_SCHEME_SYM), "m_range");
+    expect_refused(k, f, prob(0, 4096, 4096, 128, W4A16_SCHEME_SYM), "m_range");
+    qc_problem p75 = prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM);
+    p75.sm = 75;
+    expect_refused(k, f, p75, "arch");
+    /* the engine's default stays the older GEMV until this one is measured (it ties and registers later) */
+    const qc_kernel_desc *sel = NULL;
+    qc_problem ps = prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM);
+    CHECK(qc_select_format(rt, f, &ps, 1, &sel, &why) && sel && strcmp(sel->id, "w4a16.gemv_sym") == 0,
+          "GPU m=1 sym chose %s", sel ? sel->id : why.text);
+
+    /* the plan: grid covers every 16-row tile, the device's R rule (R = 1 iff 16 grid >= n) matches, KS <= 16,
+     * the reduction fits in the default 48 KiB of shared memory */
+    static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {8, 128},
+                                        {24, 384},   {1000, 640},  {4104, 1152},  {72, 14336}, {16, 256}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int64_t m = 1; m <= 16; m += 3) {
+            qc_problem p = prob(m, shapes[i][0], shapes[i][1], 128, W4A16_SCHEME_SYM);
+            qc_launch_dims d;
+            k->launch_dims(&p, &d);
+            int64_t n = p.n, tiles = (n + 15) / 16;
+            int ks = (int)(d.block[0] / 32), r = (int64_t)d.grid[0] * 16 >= n ? 1 : 2;
+            int okd = d.grid[0] > 0 && d.grid[1] == 1 && d.grid[2] == 1 && d.block[0] % 32 == 0 && ks >= 1 &&
+                      ks <= 16 && d.block[1] == 1 && (int64_t)d.grid[0] == (tiles + r - 1) / r &&
+                      d.shared_bytes <= 48u * 1024u &&
+                      d.shared_bytes >= (uint32_t)(ks - 1) * (uint32_t)(r * (m > 8 ? 2 : 1) * 4) * 128u;
+            CHECK(okd, "plan m=%lld n=%lld k=%lld: grid %u block %u smem %u", (long long)m, (long long)n,
+                  (long long)p.k, d.grid[0], d.block[0], d.shared_bytes);
+            if (m == 1 && i < 4)
+                printf("%s: plan n=%lld k=%lld: %u blocks of %d warps (K split %d, %d tile%s of 16 rows a warp), "
+                       "%lld chunks a warp\n",
+                       TEST, (long long)n, (long long)p.k, d.grid[0], ks, ks, r, r > 1 ? "s" : "",
+                       (long long)((p.k / 128 + ks - 1) / ks));
+        }
+    qc_problem pe = prob(0, 4096, 4096, 128, W4A16_SCHEME_SYM);
+    qc_launch_dims d;
+    k->launch_dims(&pe, &d);
+    CHECK(d.grid[0] == 0, "m = 0 should give an empty grid");
+}
+
+/* The reference equals the plugin's f32-x reference (w4a16.linear_sym) bit for bit and writes every output. */
+static void references(qc_runtime *rt) {
+    const qc_format_desc *f = qc_format_find(rt, "w4a16");
+    const qc_kernel_desc *kb = qc_kernel_find(rt, KID), *kf = qc_kernel_find(rt, "w4a16.linear_sym");
+    if (!f || !kb || !kf) return;
+    int64_t m = 5, n = 40, k = 384;
+    uint64_t rng = 11;
+    float *w = malloc(sizeof(float) * (size_t)(n * k)), *x = malloc(sizeof(float) * (size_t)(m * k));
+    float *y1 = malloc(sizeof(float) * (size_t)(m * n)), *y2 = malloc(sizeof(float) * (size_t)(m * n));
+    uint16_t *xb = malloc(2 * (size_t)(m * k));
+    for (int64_t i = 0; i < n * k; i++) w[i] = qc_test_normal(&rng) * 0.1f;
+    for (int64_t i = 0; i < m * k; i++) {
+        xb[i] = qc_f32_to_bf16(qc_test_normal(&rng));
+        x[i] = qc_bf16_to_f32(xb[i]);
+    }
+    for (uint32_t g = 32; g <= 128; g *= 2) {
+        qc_quant_request req = {.struct_size = sizeof req, .w = w, .n = n, .k = k, .group_size = g, .scheme = "sym"};
+        qc_packed_weight pw;
+        memset(&pw, 0, sizeof pw);
+        pw.struct_size = sizeof pw;
+        qc_reason why;
+        if (f->quantize(&req, &pw, &why) != QC_OK) {
+            CHECK(0, "quantize g%u: %s", g, why.text);
+            continue;
+        }
+        char names[QC_MAX_WEIGHT_BUFFERS][40];
+        void *ptrs[QC_MAX_WEIGHT_BUFFERS], *px = x, *pxb = xb, *py1 = y1, *py2 = y2;
+        int64_t g64 = g;
+        uint32_t g32 = g;
+        qc_named_arg a[16];
+        size_t na = 0;
+        for (uint32_t i = 0; i < pw.n_buffers; i++) {
+            snprintf(names[i], sizeof names[i], "w.%s", pw.buffers[i].name);
+            ptrs[i] = pw.buffers[i].data;
+            a[na++] = (qc_named_arg){names[i], &ptrs[i]};
+        }
+        a[na++] = (qc_named_arg){"m", &m};
+        a[na++] = (qc_named_arg){"n", &n};
+        a[na++] = (qc_named_arg){"k", &k};
+        size_t base = na;
+        char err[256];
+        void *argv[16];
+        gt_poison(y1, (size_t)(m * n) * 4);
+        gt_poison(y2, (size_t)(m * n) * 4);
+        a[base] = (qc_named_arg){"x", &px};
+        a[base + 1] = (qc_named_arg){"y", &py1};
+        a[base + 2] = (qc_named_arg){"group_size", &g32};
+        qc_status st = qc_kernel_bind(kf, a, base + 3, argv, 16, err, sizeof err);
+        if (st == QC_OK) st = qc_kernel_call_reference(kf, argv, err, sizeof err);
+        CHECK(st == QC_OK, "w4a16.linear_sym: %s", err);
+        a[base] = (qc_named_arg){"x.bf16", &pxb};
+        a[base + 1] = (qc_named_arg){"y", &py2};
+        a[base + 2] = (qc_named_arg){"group_size", &g64};
+        st = qc_kernel_bind(kb, a, base + 3, argv, 16, err, sizeof err);
+        if (st == QC_OK) st = qc_kernel_call_reference(kb, argv, err, sizeof err);
+        CHECK(st == QC_OK, "%s: %s", KID, err);
+        CHECK(gt_unwritten(y2, (size_t)(m * n) * 4, NULL) == 0, "%s left outputs unwritten", KID);
+        CHECK(memcmp(y1, y2, (size_t)(m * n) * 4) == 0, "%s g%u differs from w4a16.linear_sym", KID, g);
+        f->release(&pw);
+    }
+    free(w), free(x), free(y1), free(y2), free(xb);
+}
+
+/* SASS opcode counts of the cubin (nvdisasm on PATH, else skipped): the tensor-core, load and dequant mix. */
+static void sass_counts(const char *tmp, const qc_cubin *c) {
+    if (system("command -v nvdisasm >/dev/null 2>&1") != 0) {
+        printf("%s: nvdisasm is not on PATH, SASS not counted\n", TEST);
+        return;
+    }
+    static const char *const ops[] = {"HMMA", "LDG", "LDS", "STS", "LOP3", "SHF", "HFMA2", "PRMT", "FFMA", "LDL", "STL",
+                                      "BAR"};
+    enum { NOPS = sizeof ops / sizeof ops[0] };
+    size_t counts[NOPS] = {0}, instr = 0;
+    char path[1200], cmd[1400], line[512];
+    snprintf(path, sizeof path, "%s/%s.sass-input", tmp, c->key);
+    CHECK(nv_write(path, c->data, c->size) == 0, "cannot write %s", path);
+    snprintf(cmd, sizeof cmd, "nvdisasm -c '%s' 2>&1", path);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL, "cannot run nvdisasm");
+    if (!p) return;
+    while (fgets(line, sizeof line, p)) {
+        const char *s = strstr(line, "*/");
+        if (!s || !strchr(s, ';')) continue;
+        s += 2;
+        while (*s == ' ' || *s == '\t') s++;
+        if (*s == '@') {
+            while (*s && *s != ' ') s++;
+            while (*s == ' ') s++;
+        }
+        instr++;
+        for (size_t i = 0; i < NOPS; i++) {
+            size_t n = strlen(ops[i]);
+            if (strncmp(s, ops[i], n) == 0 && (s[n] == '.' || s[n] == ' ')) counts[i]++;
+        }
+    }
+    int rc = pclose(p);
+    CHECK(rc == 0 && instr > 100, "nvdisasm failed (%d) or gave %zu instructions", rc, instr);
+    printf("%s: %s SASS: %zu instructions;", TEST, c->target, instr);
+    for (size_t i = 0; i < NOPS; i++) printf(" %s %zu", ops[i], counts[i]);
+    printf("\n");
+    CHECK(counts[0] > 0, "%s: no HMMA in the SASS", c->target);
+    CHECK(counts[9] + counts[10] <= 24, "%s: local-memory accesses (LDL %zu, STL %zu): spills or indexed arrays",
+          c->target, counts[9], counts[10]);
+}
+
+/* The kernel through NVRTC for sm_80 and sm_90a, with ptxas's register report (no spills allowed). */
+static void compiles(qc_runtime *rt) {
+    const qc_kernel_desc *k = qc_kernel_find(rt, KID);
+    if (!k) return;
+    char *tmp = nv_tmpdir();
+    int skip = 0;
+    qc_nvrtc *nv = tmp ? nv_open_or_skip(TEST, tmp, &skip) : NULL;
+    if (!nv) {
+        CHECK(skip, "NVRTC is required here");
+        if (tmp) nv_rm_rf(tmp);
+        return;
+    }
+    static const char *const opts[] = {"--ptxas-options=-v", NULL};
+    for (int t = 0; t < 2; t++) {
+        int sm = t ? 90 : 80;
+        qc_cubin c;
+        qc_reason why;
+        double t0 = qc_now_seconds();
+        qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, opts, sm, t, &c, &why);
+        CHECK(st == QC_OK, "%s for sm_%d%s: %s: %s", k->id, sm, t ? "a" : "", why.code, why.text);
+        if (st != QC_OK) continue;
+        printf("%s: %s for %s in %.1f s, cubin %zu bytes\n", TEST, k->id, c.target, qc_now_seconds() - t0, c.size);
+        char lpath[1200];
+        snprintf(lpath, sizeof lpath, "%s/%s.log", tmp, c.key);
+        char *log = nv_slurp(lpath, NULL);
+        CHECK(log != NULL, "no NVRTC log at %s", lpath);
+        int regs = -1;
+        for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+            if (strstr(line, "registers") || strstr(line, "spill") || strstr(line, "stack frame")) {
+                printf("%s: ptxas %s: %s\n", TEST, c.target, line);
+                const char *r = strstr(line, "Used ");
+                if (r && strstr(line, "registers")) regs = atoi(r + 5);
+            }
+            const char *sp = strstr(line, "bytes spill stores");
+            if (sp) {
+                const char *b = sp;
+                while (b > line && b[-1] == ' ') b--;
+                while (b > line && b[-1] >= '0' && b[-1] <= '9') b--;
+                /* ptxas keeps one or two values live across the main loops in local memory at the 128-register
+                 * cap (512-thread blocks); more than that is a real spill */
+                CHECK(atoi(b) <= 16, "%s register spills: %s", c.target, line);
+            }
+        }
+        /* 512 threads a block (K split 16) must fit the register file */
+        CHECK(regs > 0 && regs <= 128, "%s: %d registers (512-thread blocks need <= 128)", c.target, regs);
+        free(log);
+        sass_counts(tmp, &c);
+        qc_cubin_free(&c);
+    }
+    qc_nvrtc_destroy(nv);
+    if (qc_test_failed)
+        printf("%s: NVRTC logs kept in %s\n", TEST, tmp);
+    else
+        nv_rm_rf(tmp);
+}
+
+int main(void) {
+    qc_set_log_level(QC_LOG_ERROR);
+    char err[512];
+    qc_runtime_options o = {.struct_size = sizeof o, .plugin_path = QC_TEST_PLUGIN_DIR, .skip_default_dirs = 1,
+                            .skip_env = 1};
+    qc_runtime *rt = qc_runtime_open(&o, err, sizeof err);
+    CHECK(rt != NULL, "%s", err);
+    if (rt) {
+        descriptors(rt);
+        references(rt);
+        compiles(rt);
+        qc_runtime_close(rt);
+    }
+    return qc_test_finish(TEST);
+}
