@@ -31,7 +31,7 @@ for e in evs:
     args = e.get("args", {})
     if args.get("M", 0) < a.min_m and args.get("N", 0):  # linears carry M; other kernels (N = 0) always count
         continue
-    role = re.sub(r"^blk\.\d+\.", "", args.get("layer", "")) or "-"
+    role = re.sub(r"^blk\.\d+\.?", "", args.get("layer", "")) or "-"
     key = (args.get("kernel") or e.get("name", "?"), role)
     by[key][0] += 1
     by[key][1] += e.get("dur", 0.0)

@@ -76,13 +76,17 @@ qc_layer_list *qc_eplan_layer_list(const qc_model_shape *s) {
 
 void qc_eplan_kernel_hash(const qc_runtime *rt, const char *device, int sm, char hex[65]) {
     qc_sbuf b = {0};
-    qc_sbuf_printf(&b, "qcore %s\ndevice %s\nsm %d\n", qc_version(), device ? device : "", sm);
+    /* the method is part of the key: times measured another way are not comparable */
+    qc_sbuf_printf(&b, "qcore %s\ndevice %s\nsm %d\nmethod %s\n", qc_version(), device ? device : "", sm,
+                   QC_EPLAN_TIMING_METHOD);
     for (size_t i = 0;; i++) {
         const qc_kernel_desc *k = qc_kernel_get(rt, i);
         if (!k) break;
         const qc_format_desc *f = qc_format_find(rt, k->format);
         if (!k->cuda_source || !f || f->kind != QC_FORMAT_LINEAR) continue;
-        qc_sbuf_printf(&b, "kernel %s %s\n", k->id, k->cuda_entry ? k->cuda_entry : "");
+        /* which kernel the engine picks per M follows from the ranges */
+        qc_sbuf_printf(&b, "kernel %s %s m %lld-%lld sm %u-%u\n", k->id, k->cuda_entry ? k->cuda_entry : "",
+                       (long long)k->m_min, (long long)k->m_max, k->arch.min_sm, k->arch.max_sm);
         for (const char *const *opt = k->nvrtc_options; opt && *opt; opt++) qc_sbuf_printf(&b, " %s", *opt);
         qc_sbuf_printf(&b, "\n%s\n", k->cuda_source);
     }

@@ -21,6 +21,10 @@
 
 typedef struct qc_eplan qc_eplan;
 
+/* How the engine's timer measures (part of the disk cache's key): weights stream from HBM as in a
+ * model's step, so L2 is flushed before each launch; the median of the launches counts. */
+#define QC_EPLAN_TIMING_METHOD "L2 flushed before each of 5 launches, median"
+
 /* Times `f`'s kernel (the one the engine picks for each m) on an [n, k]
  * weight: us[i] for ms[i], or us[i] < 0 with why[i] saying why nothing ran
  * (no kernel for that m, a compile failure); kernel[i] names what ran.
