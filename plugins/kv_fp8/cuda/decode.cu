@@ -5,20 +5,25 @@
  *   QC_DEC_PIPE 1: each warp loads the next block's K and V codes into
  *     registers before it computes the current block, so one block's bytes
  *     are in flight while the previous one computes (the registers of two
- *     blocks: 2 CTAs per SM); 0: load, wait, compute (3 CTAs per SM).
+ *     blocks: 2 CTAs per SM, so the partitions should come from 264 CTA
+ *     slots, not the host's 396); 0 (default): load, wait, compute (3 CTAs
+ *     per SM on sm_90: 12 warps, each with 4 KB in flight while it waits).
  *   QC_DEC_FUSE 1: the last CTA of a (sequence, kv head, q-head group) to
  *     finish combines the partitions (a counter per group in module memory,
  *     set back to zero by that CTA, so every launch and graph replay starts
  *     from zero; one decode launch at a time per loaded module), and the
  *     host gives the reduce an empty grid (not launched); 0: the reduce
- *     kernel combines them. */
+ *     kernel combines them (launched with grid (n_heads, n_seqs) by the
+ *     caller: the host's launch_dims are the default build's). */
 #ifndef QC_DEC_PIPE
-#define QC_DEC_PIPE 1
+#define QC_DEC_PIPE 0
 #endif
 #ifndef QC_DEC_FUSE
 #define QC_DEC_FUSE 1
 #endif
-#if QC_DEC_PIPE
+/* CTAs per SM the registers are capped for (the host's DEC_SLOTS assumes 3
+ * on 132 SMs; below sm_90 the loop without prefetch spills at 3) */
+#if QC_DEC_PIPE || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900)
 #define QC_DEC_MIN_CTAS 2
 #else
 #define QC_DEC_MIN_CTAS 3
@@ -88,8 +93,10 @@ __device__ __forceinline__ void qc_dec_load(qc_kvregs<D> &r, const u8 *kb, const
 
 /* The online softmax over one block (`valid` of its 16 tokens count) from
  * its codes in r (V rows past valid are zeroed in r): m, l per row (g: 0,
- * g + 8: 1), o the PV accumulators. */
-template <int D, bool E5>
+ * g + 8: 1), o the PV accumulators.  H8: no q head in rows 8..15 (a group
+ * of at most 8, as 32/8 or 64/8): their fragments are zero constants, their
+ * softmax is skipped and their accumulators take no registers. */
+template <int D, bool E5, bool H8>
 __device__ __forceinline__ void qc_dec_block(qc_kvregs<D> &r, int valid, const u32 (&qa)[D / 16][4], float sl2,
                                              float &m0, float &m1, float &l0, float &l1, float (&o)[D / 8][4], int t) {
     constexpr int VW = D / 8;
@@ -101,7 +108,8 @@ __device__ __forceinline__ void qc_dec_block(qc_kvregs<D> &r, int valid, const u
 #pragma unroll
         for (int ks = 0; ks < D / 16; ks++) {
             const u32 w = qc_word(r.k[j][ks >> 2], ks & 3);
-            qc_mma(s[j], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], qc_fp8x2_f16x2<E5>(w), qc_fp8x2_f16x2<E5>(w >> 16));
+            qc_mma(s[j], qa[ks][0], H8 ? 0u : qa[ks][1], qa[ks][2], H8 ? 0u : qa[ks][3], qc_fp8x2_f16x2<E5>(w),
+                   qc_fp8x2_f16x2<E5>(w >> 16));
         }
     }
     float mx0 = QC_NEG_INF, mx1 = QC_NEG_INF;
@@ -120,8 +128,8 @@ __device__ __forceinline__ void qc_dec_block(qc_kvregs<D> &r, int valid, const u
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
     /* the block's first token is always valid, so the new maxima are finite */
-    const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
-    const float a0 = exp2f(m0 - n0), a1 = exp2f(m1 - n1);
+    const float n0 = fmaxf(m0, mx0), n1 = H8 ? m1 : fmaxf(m1, mx1);
+    const float a0 = exp2f(m0 - n0), a1 = H8 ? 1.f : exp2f(m1 - n1);
     m0 = n0;
     m1 = n1;
     float p[2][4];
@@ -129,14 +137,14 @@ __device__ __forceinline__ void qc_dec_block(qc_kvregs<D> &r, int valid, const u
     for (int j = 0; j < 2; j++) {
         p[j][0] = exp2f(s[j][0] - n0);
         p[j][1] = exp2f(s[j][1] - n0);
-        p[j][2] = exp2f(s[j][2] - n1);
-        p[j][3] = exp2f(s[j][3] - n1);
+        p[j][2] = H8 ? 0.f : exp2f(s[j][2] - n1);
+        p[j][3] = H8 ? 0.f : exp2f(s[j][3] - n1);
     }
     l0 = l0 * a0 + (p[0][0] + p[0][1] + p[1][0] + p[1][1]);
-    l1 = l1 * a1 + (p[0][2] + p[0][3] + p[1][2] + p[1][3]);
+    if (!H8) l1 = l1 * a1 + (p[0][2] + p[0][3] + p[1][2] + p[1][3]);
     /* P as the A fragment: k 2t, 2t+1 <-> tokens 4t, 4t+1; k 2t+8, 2t+9 <-> 4t+2, 4t+3 */
-    const u32 pa0 = qc_h2(p[0][0], p[0][1]), pa1 = qc_h2(p[0][2], p[0][3]);
-    const u32 pa2 = qc_h2(p[1][0], p[1][1]), pa3 = qc_h2(p[1][2], p[1][3]);
+    const u32 pa0 = qc_h2(p[0][0], p[0][1]), pa1 = H8 ? 0u : qc_h2(p[0][2], p[0][3]);
+    const u32 pa2 = qc_h2(p[1][0], p[1][1]), pa3 = H8 ? 0u : qc_h2(p[1][2], p[1][3]);
     /* V rows past the end may hold anything (NaN codes): p = 0 must stay 0 */
 #pragma unroll
     for (int i = 0; i < 4; i++)
@@ -146,17 +154,17 @@ __device__ __forceinline__ void qc_dec_block(qc_kvregs<D> &r, int valid, const u
     const u32(&vw)[4][D / 32] = r.v;
 #pragma unroll
     for (int n = 0; n < VW; n++) {
-        float *acc = o[n];
-        acc[0] *= a0;
-        acc[1] *= a0;
-        acc[2] *= a1;
-        acc[3] *= a1;
         /* byte n of tokens 4t..4t+3: pairs (4t, 4t+1) and (4t+2, 4t+3), low byte first */
         const int w = n >> 2;
         const u32 sel = (n & 2) ? 0x7362u : 0x5140u;
         u32 p01 = __byte_perm(vw[0][w], vw[1][w], sel), p23 = __byte_perm(vw[2][w], vw[3][w], sel);
         if (n & 1) p01 >>= 16, p23 >>= 16;
+        /* H8: rows 8..15 come out zero and are dropped, so o[n][2..3] stay 0 */
+        float acc[4] = {o[n][0] * a0, o[n][1] * a0, H8 ? 0.f : o[n][2] * a1, H8 ? 0.f : o[n][3] * a1};
         qc_mma(acc, pa0, pa1, pa2, pa3, qc_fp8x2_f16x2<E5>(p01), qc_fp8x2_f16x2<E5>(p23));
+        o[n][0] = acc[0];
+        o[n][1] = acc[1];
+        if (!H8) o[n][2] = acc[2], o[n][3] = acc[3];
     }
 }
 
@@ -177,7 +185,7 @@ __device__ __forceinline__ void qc_dec_block(qc_kvregs<D> &r, int valid, const u
  * The K scale is folded into the softmax's scale and the V scale into the
  * output, so the products see the raw codes.  The partition count is the
  * grid's x (the host's kv_fp8_decode_parts). */
-template <int D, bool E5>
+template <int D, bool E5, bool H8>
 __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u8 *vc, const int *bt,
                                            const int *ctx_lens, float *out, float *work, int n_seqs, int n_heads,
                                            int n_kv_heads, int max_blocks, float scale, float kmul, float vmul,
@@ -221,8 +229,8 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
             float4 y = g + 8 < hn ? *(const float4 *)(q1 + d) : make_float4(0.f, 0.f, 0.f, 0.f);
             qa[ks][0] = qc_h2(x.x, x.y);
             qa[ks][2] = qc_h2(x.z, x.w);
-            qa[ks][1] = qc_h2(y.x, y.y);
-            qa[ks][3] = qc_h2(y.z, y.w);
+            qa[ks][1] = H8 ? 0u : qc_h2(y.x, y.y);
+            qa[ks][3] = H8 ? 0u : qc_h2(y.z, y.w);
         }
     }
     const float sl2 = scale * kmul * QC_LOG2E;
@@ -258,14 +266,14 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
             const long long off = ((long long)bid_of(b + QC_DEC_WARPS) * n_kv_heads + kvh) * head_stride;
             qc_dec_load<D>(rb, kc + off, vc + off, g, t);
         }
-        qc_dec_block<D, E5>(ra, end - b * QC_KVB, qa, sl2, m0, m1, l0, l1, o, t);
+        qc_dec_block<D, E5, H8>(ra, end - b * QC_KVB, qa, sl2, m0, m1, l0, l1, o, t);
         b += QC_DEC_WARPS;
         if (b >= b1) break;
         if (b + QC_DEC_WARPS < b1) {
             const long long off = ((long long)bid_of(b + QC_DEC_WARPS) * n_kv_heads + kvh) * head_stride;
             qc_dec_load<D>(ra, kc + off, vc + off, g, t);
         }
-        qc_dec_block<D, E5>(rb, end - b * QC_KVB, qa, sl2, m0, m1, l0, l1, o, t);
+        qc_dec_block<D, E5, H8>(rb, end - b * QC_KVB, qa, sl2, m0, m1, l0, l1, o, t);
         b += QC_DEC_WARPS;
     }
 #else
@@ -273,7 +281,7 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
         qc_kvregs<D> r;
         const long long off = ((long long)bid_of(b) * n_kv_heads + kvh) * head_stride;
         qc_dec_load<D>(r, kc + off, vc + off, g, t);
-        qc_dec_block<D, E5>(r, end - b * QC_KVB, qa, sl2, m0, m1, l0, l1, o, t);
+        qc_dec_block<D, E5, H8>(r, end - b * QC_KVB, qa, sl2, m0, m1, l0, l1, o, t);
     }
 #endif
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
@@ -401,21 +409,29 @@ extern "C" __global__ void __launch_bounds__(128, QC_DEC_MIN_CTAS)
     const bool e5 = variant == QC_KV_E5M2;
     const float kmul = e5 ? 1.f : qc_kv_scale(k_scale, variant, kvh) * QC_E4M3_POST;
     const float vmul = e5 ? 1.f : qc_kv_scale(v_scale, variant, kvh) * QC_E4M3_POST;
+    /* one instance per head dim, code and whether a q-head group fits rows 0..7 */
+#define QC_DEC_CALL(D, E5, H8)                                                                                  \
+    qc_decode8<D, E5, H8>(q, k_cache, v_cache, block_tables, ctx_lens, out, work, n_seqs, n_heads, n_kv_heads, \
+                          max_blocks, scale, kmul, vmul, sm)
+    const bool h8 = gq <= 8;
     if (head_dim == 128) {
-        if (e5)
-            qc_decode8<128, true>(q, k_cache, v_cache, block_tables, ctx_lens, out, work, n_seqs, n_heads,
-                                  n_kv_heads, max_blocks, scale, kmul, vmul, sm);
-        else
-            qc_decode8<128, false>(q, k_cache, v_cache, block_tables, ctx_lens, out, work, n_seqs, n_heads,
-                                   n_kv_heads, max_blocks, scale, kmul, vmul, sm);
+        if (e5) {
+            if (h8) QC_DEC_CALL(128, true, true);
+            else QC_DEC_CALL(128, true, false);
+        } else {
+            if (h8) QC_DEC_CALL(128, false, true);
+            else QC_DEC_CALL(128, false, false);
+        }
     } else {
-        if (e5)
-            qc_decode8<64, true>(q, k_cache, v_cache, block_tables, ctx_lens, out, work, n_seqs, n_heads, n_kv_heads,
-                                 max_blocks, scale, kmul, vmul, sm);
-        else
-            qc_decode8<64, false>(q, k_cache, v_cache, block_tables, ctx_lens, out, work, n_seqs, n_heads,
-                                  n_kv_heads, max_blocks, scale, kmul, vmul, sm);
+        if (e5) {
+            if (h8) QC_DEC_CALL(64, true, true);
+            else QC_DEC_CALL(64, true, false);
+        } else {
+            if (h8) QC_DEC_CALL(64, false, true);
+            else QC_DEC_CALL(64, false, false);
+        }
     }
+#undef QC_DEC_CALL
 }
 
 /* Combine the partitions of sequences that had more than one: out = sum_p
