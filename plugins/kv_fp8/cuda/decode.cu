@@ -168,6 +168,64 @@ __device__ __forceinline__ void qc_dec_block(qc_kvregs<D> &r, int valid, const u
     }
 }
 
+#if QC_DEC_FUSE
+/* After a CTA wrote its partials (rows pair0 .. pair0 + hn - 1 of work): the
+ * last partition of its group to finish combines them all, as the reduce
+ * kernel does (the threadfence-reduction pattern: partials, fence, count; the
+ * last CTA reads the others' partials through L2).  One copy for every
+ * instance of qc_decode8; every thread of the CTA calls it. */
+__device__ __noinline__ void qc_dec_combine(float *out, const float *work, float *sm, int n_seqs, int n_heads, int D,
+                                            int nparts, int nused, long long pair0, int hn) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const long long grp = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+    const float *ml = work + (long long)n_seqs * n_heads * nparts * D;
+    __shared__ int is_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned old = atomicAdd(&qc_dec_count[grp], 1u);
+        is_last = old == (unsigned)nused - 1u;
+        if (is_last) atomicExch(&qc_dec_count[grp], 0u); /* every other CTA of the group has counted */
+    }
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    /* weights 2^(m_p - M) / sum_p 2^(m_p - M) l_p per row, one warp per row */
+    float *wts = sm; /* [16][QC_DEC_MAX_PARTS] */
+    for (int r = warp; r < hn; r += QC_DEC_WARPS) {
+        const long long base = (pair0 + r) * nparts;
+        const bool u0 = lane < nused, u1 = lane + 32 < nused;
+        const float ma = u0 ? __ldcg(ml + 2 * (base + lane)) : QC_NEG_INF;
+        const float mb = u1 ? __ldcg(ml + 2 * (base + lane + 32)) : QC_NEG_INF;
+        const float la = u0 ? __ldcg(ml + 2 * (base + lane) + 1) : 0.f;
+        const float lb = u1 ? __ldcg(ml + 2 * (base + lane + 32) + 1) : 0.f;
+        float mm = fmaxf(ma, mb);
+        for (int k = 16; k > 0; k >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, k));
+        const float wa = u0 ? exp2f(ma - mm) : 0.f, wb = u1 ? exp2f(mb - mm) : 0.f;
+        float l = wa * la + wb * lb;
+        for (int k = 16; k > 0; k >>= 1) l += __shfl_xor_sync(0xffffffffu, l, k);
+        const float inv = 1.f / l;
+        if (u0) wts[r * QC_DEC_MAX_PARTS + lane] = wa * inv;
+        if (u1) wts[r * QC_DEC_MAX_PARTS + lane + 32] = wb * inv;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < hn * D; i += blockDim.x) {
+        const int r = i / D, d = i - r * D;
+        const float *wp = work + (pair0 + r) * nparts * D + d, *wr = wts + r * QC_DEC_MAX_PARTS;
+        float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+        int p = 0;
+        for (; p + 4 <= nused; p += 4) { /* four independent loads in flight */
+            a0 += wr[p] * __ldcg(wp + (long long)p * D);
+            a1 += wr[p + 1] * __ldcg(wp + (long long)(p + 1) * D);
+            a2 += wr[p + 2] * __ldcg(wp + (long long)(p + 2) * D);
+            a3 += wr[p + 3] * __ldcg(wp + (long long)(p + 3) * D);
+        }
+        for (; p < nused; p++) a0 += wr[p] * __ldcg(wp + (long long)p * D);
+        out[(pair0 + r) * D + d] = (a0 + a1) + (a2 + a3);
+    }
+}
+#endif
+
 /* One CTA = (partition, kv head, up to 16 of its q heads, sequence); each of
  * the 4 warps takes every 4th 16-token block and keeps its own online
  * softmax; all q heads of the kv head (up to 16) share every K and V load.
@@ -334,55 +392,8 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
         }
     }
 #if QC_DEC_FUSE
-    /* the last partition of this group to finish combines them all (the
-     * threadfence-reduction pattern: partials, fence, count; the last CTA
-     * reads the others' partials through L2) */
-    const long long grp = (long long)seq * gridDim.y + blockIdx.y;
-    if (nused <= 1 || (long long)n_seqs * gridDim.y > QC_DEC_COUNTERS) return;
-    __shared__ int is_last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned old = atomicAdd(&qc_dec_count[grp], 1u);
-        is_last = old == (unsigned)nused - 1u;
-        if (is_last) atomicExch(&qc_dec_count[grp], 0u); /* every other CTA of the group has counted */
-    }
-    __syncthreads();
-    if (!is_last) return;
-    __threadfence();
-    /* weights 2^(m_p - M) / sum_p 2^(m_p - M) l_p per row, one warp per row */
-    float *wts = sm; /* [16][QC_DEC_MAX_PARTS] */
-    for (int r = warp; r < hn; r += QC_DEC_WARPS) {
-        const long long base = (pair0 + r) * nparts;
-        const bool u0 = lane < nused, u1 = lane + 32 < nused;
-        const float ma = u0 ? __ldcg(ml + 2 * (base + lane)) : QC_NEG_INF;
-        const float mb = u1 ? __ldcg(ml + 2 * (base + lane + 32)) : QC_NEG_INF;
-        const float la = u0 ? __ldcg(ml + 2 * (base + lane) + 1) : 0.f;
-        const float lb = u1 ? __ldcg(ml + 2 * (base + lane + 32) + 1) : 0.f;
-        float mm = fmaxf(ma, mb);
-        for (int k = 16; k > 0; k >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, k));
-        const float wa = u0 ? exp2f(ma - mm) : 0.f, wb = u1 ? exp2f(mb - mm) : 0.f;
-        float l = wa * la + wb * lb;
-        for (int k = 16; k > 0; k >>= 1) l += __shfl_xor_sync(0xffffffffu, l, k);
-        const float inv = 1.f / l;
-        if (u0) wts[r * QC_DEC_MAX_PARTS + lane] = wa * inv;
-        if (u1) wts[r * QC_DEC_MAX_PARTS + lane + 32] = wb * inv;
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < hn * D; i += blockDim.x) {
-        const int r = i / D, d = i - r * D;
-        const float *wp = work + (pair0 + r) * nparts * D + d, *wr = wts + r * QC_DEC_MAX_PARTS;
-        float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
-        int p = 0;
-        for (; p + 4 <= nused; p += 4) { /* four independent loads in flight */
-            a0 += wr[p] * __ldcg(wp + (long long)p * D);
-            a1 += wr[p + 1] * __ldcg(wp + (long long)(p + 1) * D);
-            a2 += wr[p + 2] * __ldcg(wp + (long long)(p + 2) * D);
-            a3 += wr[p + 3] * __ldcg(wp + (long long)(p + 3) * D);
-        }
-        for (; p < nused; p++) a0 += wr[p] * __ldcg(wp + (long long)p * D);
-        out[(pair0 + r) * D + d] = (a0 + a1) + (a2 + a3);
-    }
+    if (nused > 1 && (long long)n_seqs * gridDim.y <= QC_DEC_COUNTERS)
+        qc_dec_combine(out, work, sm, n_seqs, n_heads, D, nparts, nused, pair0, hn);
 #endif
 }
 
