@@ -39,10 +39,16 @@
 #define DEC_MAX_PARTS 64
 #define DEC_MIN_PART 64
 #define PF_ROWS 64
+#define DEC_COUNTERS 65536 /* decode.cu's QC_DEC_COUNTERS */
 #define GRID_CAP (1u << 20)
 
 /* ---- geometry (the device code repeats these formulas) ---- */
 
+/* Partitions per sequence: the count p minimizing waves(p) * (tokens per CTA
+ * + a CTA's fixed cost), waves of DEC_SLOTS CTAs, at most DEC_MAX_WAVES
+ * waves and one partition per DEC_MIN_PART tokens of the block table.  The
+ * decode takes it from its grid; the reduce kernel evaluates the same
+ * formula (qc_dec_parts_warp). */
 int kv_fp8_decode_parts(int n_seqs, int n_kv_heads, int max_blocks) {
     int64_t pairs = (int64_t)n_seqs * n_kv_heads, est = (int64_t)max_blocks * KVB;
     if (pairs < 1) pairs = 1;
@@ -89,7 +95,15 @@ static void decode_dims(const qc_problem *p, qc_launch_dims *d) {
     int gq = nkv > 0 ? nh / nkv : 0;
     dims3(d, kv_fp8_decode_parts(ns, nkv, mb), gq > 0 ? (int64_t)nkv * ((gq + 15) / 16) : 0, ns, 128, 0);
 }
-static void reduce_dims(const qc_problem *p, qc_launch_dims *d) { dims3(d, p->n, p->m, 1, 128, 0); }
+/* The decode combines the partitions itself (decode.cu, QC_DEC_FUSE) when its
+ * groups fit the device's counters: the reduce then gets an empty grid and is
+ * not launched (one launch per decode step instead of two). */
+static void reduce_dims(const qc_problem *p, qc_launch_dims *d) {
+    int ns = clamp_int(p->m), nh = clamp_int(p->n), nkv = clamp_int(p->group_size);
+    int gq = nkv > 0 ? nh / nkv : 0;
+    int64_t groups = (int64_t)ns * nkv * ((gq + 15) / 16);
+    dims3(d, groups > 0 && groups <= DEC_COUNTERS ? 0 : p->n, p->m, 1, 128, 0);
+}
 static void prefill_dims(const qc_problem *p, qc_launch_dims *d) {
     int nh = clamp_int(p->n), nkv = clamp_int(p->group_size), ns = clamp_int(p->scheme);
     int gq = nkv > 0 ? nh / nkv : 0;

@@ -1,4 +1,4 @@
-/* gpu_test.h - helpers shared by the GPU backend tests: open-or-skip, poison, seeds, comparisons. */
+/* gpu_test.h - helpers shared by the GPU backend tests: open-or-skip, poison, seeds, comparisons, L2-flushed timing. */
 #ifndef GPU_TEST_H
 #define GPU_TEST_H
 
@@ -86,6 +86,70 @@ static inline size_t gt_unwritten(const void *p, size_t bytes, size_t *first) {
         }
     }
     return n;
+}
+
+/* ---- timing ---- */
+
+/* One kernel launch of a timed run. */
+typedef struct gt_launch {
+    qc_gpu_fn fn;
+    qc_launch_dims d;
+    void **argv;
+} gt_launch;
+
+#define GT_FLUSH_BYTES ((size_t)256 << 20)
+/* what the timing lines say about the method */
+#define GT_TIMING_NOTE "L2 flushed (256 MiB memset) before each run"
+
+static inline int gt_cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median microseconds of `reps` runs (after 3 warm-ups) of `nl` launches,
+ * run i taking ls[(i % sets) * stride + 0 .. nl - 1].  Timed as qcore
+ * gemm-bench and triton's do_bench do: a 256 MiB memset first (it flushes
+ * the L2 and keeps the GPU busy while the launches are queued, so the host's
+ * launch latency is not counted), then the start event, the launches, the end
+ * event.  -1 (and a failed CHECK) on an error. */
+static inline double gt_time_launches(qc_gpu *g, const gt_launch *ls, int stride, int nl, int sets, int reps) {
+    char err[512];
+    double med = -1;
+    float *ms = reps > 0 ? malloc((size_t)reps * sizeof *ms) : NULL;
+    qc_gpu_event a = NULL, b = NULL;
+    qc_gpu_buf flush = {0};
+    if (!ms || sets < 1) {
+        CHECK(0, "timing: %d runs of %d sets", reps, sets);
+        free(ms);
+        return -1;
+    }
+    if (qc_gpu_alloc(g, GT_FLUSH_BYTES, GT_FLUSH_BYTES, QC_MEM_WORKSPACE, "L2 flush", &flush, err, sizeof err) ||
+        qc_gpu_event_create(g, &a, err, sizeof err) || qc_gpu_event_create(g, &b, err, sizeof err)) {
+        CHECK(0, "timing set-up: %s", err);
+        goto out;
+    }
+    for (int i = -3; i < reps; i++) {
+        const gt_launch *l = ls + (size_t)((i + 3) % sets) * (size_t)stride;
+        int bad = qc_gpu_memset32(g, flush.ptr, (uint32_t)i, GT_FLUSH_BYTES / 4, err, sizeof err) ||
+                  qc_gpu_event_record(g, a, err, sizeof err);
+        for (int k = 0; k < nl && !bad; k++) bad = qc_gpu_launch(g, l[k].fn, &l[k].d, l[k].argv, err, sizeof err);
+        if (!bad) bad = qc_gpu_event_record(g, b, err, sizeof err);
+        float t = 0;
+        if (!bad) bad = qc_gpu_event_elapsed(g, a, b, &t, err, sizeof err);
+        if (bad) {
+            CHECK(0, "timing: %s", err);
+            goto out;
+        }
+        if (i >= 0) ms[i] = t;
+    }
+    qsort(ms, (size_t)reps, sizeof ms[0], gt_cmp_float);
+    med = 1000.0 * ms[reps / 2];
+out:
+    qc_gpu_event_destroy(g, a);
+    qc_gpu_event_destroy(g, b);
+    qc_gpu_free(g, &flush);
+    free(ms);
+    return med;
 }
 
 #endif

@@ -305,47 +305,7 @@ static void ctx_list(char *buf, size_t len, int n, const int32_t *v) {
     if (o + 16 >= len) snprintf(buf + o, len - o, "...");
 }
 
-/* Median microseconds of REPS runs of `nl` launches each (after 3 warm-ups),
- * launch set i % sets for run i. */
-typedef struct launch {
-    qc_gpu_fn fn;
-    qc_launch_dims d;
-    void **argv;
-} launch;
-
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double time_launches(ctx *c, launch (*ls)[2], int nl, int sets) {
-    char err[512];
-    float ms[REPS];
-    double med = -1;
-    qc_gpu_event a = NULL, b = NULL;
-    if (qc_gpu_event_create(c->g, &a, err, sizeof err) || qc_gpu_event_create(c->g, &b, err, sizeof err)) {
-        CHECK(0, "events: %s", err);
-        goto out;
-    }
-    for (int i = -3; i < REPS; i++) {
-        int s = (i + 3) % sets, bad = qc_gpu_event_record(c->g, a, err, sizeof err);
-        for (int k = 0; k < nl && !bad; k++) bad = qc_gpu_launch(c->g, ls[s][k].fn, &ls[s][k].d, ls[s][k].argv, err, sizeof err);
-        if (!bad) bad = qc_gpu_event_record(c->g, b, err, sizeof err);
-        float t = 0;
-        if (!bad) bad = qc_gpu_event_elapsed(c->g, a, b, &t, err, sizeof err);
-        if (bad) {
-            CHECK(0, "timing: %s", err);
-            goto out;
-        }
-        if (i >= 0) ms[i] = t;
-    }
-    qsort(ms, REPS, sizeof ms[0], cmp_float);
-    med = 1000.0 * ms[REPS / 2];
-out:
-    qc_gpu_event_destroy(c->g, a);
-    qc_gpu_event_destroy(c->g, b);
-    return med;
-}
+typedef gt_launch launch;
 
 /* ---- decode ---- */
 
@@ -462,9 +422,9 @@ static void case_decode(ctx *c, int n_seqs, const int32_t *ctx_lens, int nh, int
         CHECK(mr.bad == 0, "%s: the reduce reference differs from the GPU reduce at %zu", name, mr.first);
     }
     if (timing && !m.bad) {
-        double us = time_launches(c, ls, 2, sets);
+        double us = gt_time_launches(c->g, &ls[0][0], 2, 2, sets, REPS);
         double floor_us = (double)kvb / HBM_BPS * 1e6;
-        printf("  TIME %-53s median %9.2f us (decode + reduce, %d table sets) KV %.1f MB floor %.2f us at 4.2 TB/s: "
+        printf("  TIME %-53s median %9.2f us (decode + reduce, %d table sets, " GT_TIMING_NOTE ") KV %.1f MB floor %.2f us at 4.2 TB/s: "
                "%.1f%% of floor, %.2f TB/s\n",
                name, us, sets, kvb / 1e6, floor_us, 100.0 * floor_us / us, kvb / us * 1e-6);
     }
@@ -566,8 +526,8 @@ static void case_prefill(ctx *c, int n_seqs, const int32_t *n_new, const int32_t
     snprintf(full, sizeof full, "%s%s", name, sample ? " sampled" : "");
     int ok = cmp_report(&m, full);
     if (timing && ok) {
-        double us = time_launches(c, ls, 1, 1);
-        printf("  TIME %-53s median %9.2f us  %.1f GFLOP (4 t ctx d heads / 2)  %.1f TFLOP/s\n", name, us,
+        double us = gt_time_launches(c->g, &ls[0][0], 2, 1, 1, REPS);
+        printf("  TIME %-53s median %9.2f us (" GT_TIMING_NOTE ")  %.1f GFLOP (4 t ctx d heads / 2)  %.1f TFLOP/s\n", name, us,
                flops / 1e9, flops / us * 1e-6);
     }
 out:

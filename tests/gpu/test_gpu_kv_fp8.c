@@ -29,6 +29,25 @@
 #define TOL_L2 (1.0 / 256)
 
 enum { V_TENSOR = 0, V_HEAD = 1, V_E5M2 = 2 };
+
+/* Builds of kv_fp8.attn_decode timed side by side (NVRTC -D on the plugin's
+ * source, see decode.cu): each runs every decode correctness case and the
+ * timings.  QC_KV_DEC_VARIANTS=name,name,... picks some (default: all). */
+typedef struct dec_variant {
+    const char *name, *what;
+    const char *opts[3];
+    int slots;   /* partitions by the host formula at this many CTA slots (0: the plugin's launch_dims) */
+    int unfused; /* the reduce kernel combines: launched with grid (n_heads, n_seqs) */
+} dec_variant;
+static const dec_variant DEC_VARIANTS[] = {
+    {"default", "as shipped: load then compute, 3 CTAs/SM, fused combine", {NULL}, 0, 0},
+    {"pipe264", "QC_DEC_PIPE=1 (next block prefetched), 2 CTAs/SM, partitions for 264 slots", {"-DQC_DEC_PIPE=1", NULL}, 264, 0},
+    {"pipe396", "QC_DEC_PIPE=1, the host's partitions (396 slots)", {"-DQC_DEC_PIPE=1", NULL}, 0, 0},
+    {"unfused", "QC_DEC_FUSE=0: two launches, the reduce kernel combines", {"-DQC_DEC_FUSE=0", NULL}, 0, 1},
+};
+#define N_DEC_VARIANTS (int)(sizeof DEC_VARIANTS / sizeof DEC_VARIANTS[0])
+/* timed decode shapes, for the summary */
+#define N_TIMED 3
 static const char *const VNAME[] = {"e4m3/tensor", "e4m3/head", "e5m2"};
 
 typedef struct ctx {
@@ -39,7 +58,29 @@ typedef struct ctx {
     qc_gpu_fn fkq, fdec, fred, fpf, fbdec, fbred;
     uint64_t rng;
     double bw; /* device copy bandwidth, bytes/s: the floor */
+    int dv;    /* the decode variant case_decode runs */
+    int var_on[N_DEC_VARIANTS];
+    qc_kernel_desc var_desc[N_DEC_VARIANTS];
+    qc_gpu_fn var_fn[N_DEC_VARIANTS];
+    int timed;                           /* timing case being run (-1: none) */
+    double res_us[N_TIMED][N_DEC_VARIANTS], res_floor[N_TIMED];
+    char res_name[N_TIMED][96];
 } ctx;
+
+/* partitions per sequence, the plugin's formula (kv_fp8_decode_parts) at `slots` CTA slots and 1584 / slots waves */
+static int parts_at(int n_seqs, int n_kv_heads, int max_blocks, int slots) {
+    int64_t pairs = (int64_t)n_seqs * n_kv_heads, est = (int64_t)max_blocks * 16, waves = 1584 / slots;
+    if (pairs < 1) pairs = 1;
+    if (est < 1) est = 1;
+    int64_t cap = (est + 63) / 64;
+    if (cap > 64) cap = 64;
+    int64_t best = 1, best_cost = (pairs + slots - 1) / slots * (est + 64);
+    for (int64_t p = 2; p <= cap && pairs * p <= waves * slots; p++) {
+        int64_t cost = (pairs * p + slots - 1) / slots * ((est + p - 1) / p + 64);
+        if (cost < best_cost) best = p, best_cost = cost;
+    }
+    return (int)best;
+}
 
 typedef struct kvset {
     int n_seqs, nh, nkv, hd, max_blocks, sets, variant;
@@ -243,47 +284,7 @@ static void ctx_list(char *buf, size_t len, int n, const int32_t *v) {
     if (o + 16 >= len) snprintf(buf + o, len - o, "...");
 }
 
-typedef struct launch {
-    qc_gpu_fn fn;
-    qc_launch_dims d;
-    void **argv;
-} launch;
-
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* median microseconds of REPS runs (after 3 warm-ups), launch set i % sets for run i */
-static double time_launches(ctx *c, launch (*ls)[2], int nl, int sets) {
-    char err[512];
-    float ms[REPS];
-    double med = -1;
-    qc_gpu_event a = NULL, b = NULL;
-    if (qc_gpu_event_create(c->g, &a, err, sizeof err) || qc_gpu_event_create(c->g, &b, err, sizeof err)) {
-        CHECK(0, "events: %s", err);
-        goto out;
-    }
-    for (int i = -3; i < REPS; i++) {
-        int s = (i + 3) % sets, bad = qc_gpu_event_record(c->g, a, err, sizeof err);
-        for (int k = 0; k < nl && !bad; k++)
-            bad = qc_gpu_launch(c->g, ls[s][k].fn, &ls[s][k].d, ls[s][k].argv, err, sizeof err);
-        if (!bad) bad = qc_gpu_event_record(c->g, b, err, sizeof err);
-        float t = 0;
-        if (!bad) bad = qc_gpu_event_elapsed(c->g, a, b, &t, err, sizeof err);
-        if (bad) {
-            CHECK(0, "timing: %s", err);
-            goto out;
-        }
-        if (i >= 0) ms[i] = t;
-    }
-    qsort(ms, REPS, sizeof ms[0], cmp_float);
-    med = 1000.0 * ms[REPS / 2];
-out:
-    qc_gpu_event_destroy(c->g, a);
-    qc_gpu_event_destroy(c->g, b);
-    return med;
-}
+typedef gt_launch launch;
 
 /* ---- the fused write ---- */
 
@@ -415,7 +416,9 @@ static void case_decode(ctx *c, int n_seqs, const int32_t *ctx_lens, int nh, int
                         int timing, int sample) {
     char err[512], name[200], cl[64];
     ctx_list(cl, sizeof cl, n_seqs, ctx_lens);
-    snprintf(name, sizeof name, "decode B=%d heads %d/%d d=%d %s ctx %s", n_seqs, nh, nkv, hd, VNAME[variant], cl);
+    const dec_variant *dv = &DEC_VARIANTS[c->dv];
+    snprintf(name, sizeof name, "decode[%s] B=%d heads %d/%d d=%d %s ctx %s", dv->name, n_seqs, nh, nkv, hd,
+             VNAME[variant], cl);
     int64_t kvb = 0; /* FP8 K and V bytes one step reads */
     for (int s = 0; s < n_seqs; s++) kvb += (int64_t)ctx_lens[s] * nkv * hd * 2;
     int sets = timing ? (int)(ROTATE_BYTES / (uint64_t)(kvb > 0 ? kvb : 1) + 1) : 1;
@@ -463,13 +466,16 @@ static void case_decode(ctx *c, int n_seqs, const int32_t *ctx_lens, int nh, int
         args[3].value = &dbt[i];
         st = qc_kernel_bind(c->dec, args, 16, argv_store[i][0], 20, err, sizeof err);
         if (st == QC_OK) st = qc_kernel_bind(c->red, args, 16, argv_store[i][1], 20, err, sizeof err);
-        ls[i][0] = (launch){.fn = c->fdec, .argv = argv_store[i][0]};
+        ls[i][0] = (launch){.fn = c->var_fn[c->dv], .argv = argv_store[i][0]};
         ls[i][1] = (launch){.fn = c->fred, .argv = argv_store[i][1]};
         c->dec->launch_dims(&p, &ls[i][0].d);
         c->red->launch_dims(&p, &ls[i][1].d);
+        if (dv->slots) ls[i][0].d.grid[0] = (uint32_t)parts_at(n_seqs, nkv, kv.max_blocks, dv->slots);
+        if (dv->unfused) ls[i][1].d.grid[0] = (uint32_t)nh, ls[i][1].d.grid[1] = (uint32_t)n_seqs,
+                         ls[i][1].d.grid[2] = 1;
     }
-    if (st == QC_OK) st = qc_gpu_launch(c->g, c->fdec, &ls[0][0].d, ls[0][0].argv, err, sizeof err);
-    if (st == QC_OK) st = qc_gpu_launch(c->g, c->fred, &ls[0][1].d, ls[0][1].argv, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_launch(c->g, ls[0][0].fn, &ls[0][0].d, ls[0][0].argv, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_launch(c->g, ls[0][1].fn, &ls[0][1].d, ls[0][1].argv, err, sizeof err);
     if (st == QC_OK) st = qc_gpu_download(c->g, got, dout.ptr, (qn + GUARD_WORDS) * 4, err, sizeof err);
     if (st == QC_OK) st = qc_gpu_download(c->g, work, dwork.ptr, wbytes, err, sizeof err);
     CHECK(st == QC_OK, "%s: launch: %s", name, err);
@@ -495,7 +501,8 @@ static void case_decode(ctx *c, int n_seqs, const int32_t *ctx_lens, int nh, int
         qc_named_arg r[] = {{"ctx_lens", &hctx}, {"out", &hred},         {"work", &hwork},    {"n_seqs", &ns},
                             {"n_heads", &nh32},  {"n_kv_heads", &nkv32}, {"head_dim", &hd32}, {"max_blocks", &mb}};
         st = qc_kernel_bind(c->red, r, 8, argv, 20, err, sizeof err);
-        if (st == QC_OK) st = qc_kernel_call_reference(c->red, argv, err, sizeof err);
+        /* the reduce's reference reads partials laid out for the host's partition count */
+        if (st == QC_OK && !dv->slots) st = qc_kernel_call_reference(c->red, argv, err, sizeof err);
         CHECK(st == QC_OK, "%s: reduce reference: %s", name, err);
         if (st != QC_OK) goto out;
     }
@@ -519,11 +526,17 @@ static void case_decode(ctx *c, int n_seqs, const int32_t *ctx_lens, int nh, int
     if (!sample) CHECK(mr.bad == 0, "%s: the reduce reference differs from the GPU reduce at %zu (worst %.3f)", name,
                        mr.first, mr.worst);
     if (timing && !m.bad) {
-        double us = time_launches(c, ls, 2, sets);
+        double us = gt_time_launches(c->g, &ls[0][0], 2, 2, sets, REPS);
         double floor_us = c->bw > 0 ? (double)kvb / c->bw * 1e6 : NAN;
-        printf("  TIME %-60s median %9.2f us (decode + reduce, %d table sets) KV %.1f MB, floor %.2f us at %.0f GB/s: "
+        if (c->timed >= 0 && c->timed < N_TIMED) {
+            c->res_us[c->timed][c->dv] = us;
+            c->res_floor[c->timed] = floor_us;
+            snprintf(c->res_name[c->timed], sizeof c->res_name[0], "B=%d ctx %d", n_seqs, ctx_lens[0]);
+        }
+        printf("  TIME %-60s median %9.2f us (decode + reduce, %d table sets, " GT_TIMING_NOTE ") KV %.1f MB, floor %.2f us at %.0f GB/s: "
                "%.1f%% of floor, %.2f TB/s\n",
                name, us, sets, kvb / 1e6, floor_us, c->bw / 1e9, 100.0 * floor_us / us, kvb / us * 1e-6);
+        if (c->dv != 0) goto out; /* the bf16 kernel once per shape */
         /* the bf16 core kernel: a bf16 cache with the same block geometry and tables */
         size_t elems = (size_t)kv.num_blocks * nkv * 16 * hd, plen = elems < (4u << 20) + 7 ? elems : (4u << 20) + 7;
         pat = malloc(plen * 2);
@@ -550,9 +563,9 @@ static void case_decode(ctx *c, int n_seqs, const int32_t *ctx_lens, int nh, int
         }
         CHECK(st == QC_OK, "bf16 bind: %s", err);
         if (st != QC_OK) goto out;
-        double bus = time_launches(c, ls, 2, sets);
+        double bus = gt_time_launches(c->g, &ls[0][0], 2, 2, sets, REPS);
         double bfloor = c->bw > 0 ? 2.0 * (double)kvb / c->bw * 1e6 : NAN;
-        printf("  TIME %-60s median %9.2f us (core.attn_decode bf16, same tables) KV %.1f MB: %.1f%% of its floor; "
+        printf("  TIME %-60s median %9.2f us (core.attn_decode bf16, same tables, same timing) KV %.1f MB: %.1f%% of its floor; "
                "kv_fp8 is %.2fx faster\n",
                "  bf16 beside it", bus, 2.0 * kvb / 1e6, 100.0 * bfloor / bus, bus / us);
     }
@@ -651,8 +664,8 @@ static void case_prefill(ctx *c, int n_seqs, const int32_t *n_new, const int32_t
     snprintf(full, sizeof full, "%s%s", name, sample ? " sampled" : "");
     int ok = cmp_report(&m, full);
     if (timing && ok) {
-        double us = time_launches(c, ls, 1, 1);
-        printf("  TIME %-60s median %9.2f us  %.1f GFLOP (4 t ctx d heads / 2)  %.1f TFLOP/s\n", name, us,
+        double us = gt_time_launches(c->g, &ls[0][0], 2, 1, 1, REPS);
+        printf("  TIME %-60s median %9.2f us (" GT_TIMING_NOTE ")  %.1f GFLOP (4 t ctx d heads / 2)  %.1f TFLOP/s\n", name, us,
                flops / 1e9, flops / us * 1e-6);
     }
 out:
@@ -672,7 +685,7 @@ static void write_cases(ctx *c) {
     }
 }
 
-static void decode_cases(ctx *c) {
+static void decode_cases_one(ctx *c) {
     static const int32_t lens[] = {1, 15, 16, 17, 1000, 4097};
     static const int heads[][3] = {{32, 8, 128}, {8, 8, 128}, {16, 2, 64}, {32, 8, 64}, {14, 2, 64}, {40, 2, 128}};
     for (size_t hi = 0; hi < sizeof heads / sizeof heads[0]; hi++) {
@@ -713,17 +726,77 @@ static void prefill_cases(ctx *c) {
     case_prefill(c, 2, n6, c6, 32, 8, 128, V_TENSOR, 1000, 0);
 }
 
-static void timing_cases(ctx *c) {
-    int32_t l16[16], l1[1] = {1024};
+/* The decode timings of every variant, then a summary: time, % of the KV-bytes floor. */
+static void decode_timings(ctx *c) {
+    int32_t l16[16], l1k[1] = {1024}, l32k[1] = {32768};
     for (int i = 0; i < 16; i++) l16[i] = 32768;
-    case_decode(c, 16, l16, 32, 8, 128, 1.5f, V_TENSOR, 1, 48);
-    case_decode(c, 1, l1, 32, 8, 128, 1.5f, V_TENSOR, 1, 64);
-    l1[0] = 32768;
-    case_decode(c, 1, l1, 32, 8, 128, 1.5f, V_TENSOR, 1, 64);
+    for (int v = 0; v < N_DEC_VARIANTS; v++) {
+        if (!c->var_on[v]) continue;
+        c->dv = v;
+        c->timed = 0;
+        case_decode(c, 16, l16, 32, 8, 128, 1.5f, V_TENSOR, 1, 48);
+        c->timed = 1;
+        case_decode(c, 1, l1k, 32, 8, 128, 1.5f, V_TENSOR, 1, 64);
+        c->timed = 2;
+        case_decode(c, 1, l32k, 32, 8, 128, 1.5f, V_TENSOR, 1, 64);
+    }
+    c->timed = -1;
+    c->dv = 0;
+    printf("%s: decode summary, heads 32/8 d 128 e4m3, median us (" GT_TIMING_NOTE ") and %% of the FP8 KV-bytes "
+           "floor; targets: B=16 ctx 32768 >= 92%% of floor, B=1 ctx 1024 <= torch SDPA on bf16 KV (do_bench, the "
+           "lead's run)\n", TEST);
+    for (int t = 0; t < N_TIMED; t++)
+        for (int v = 0; v < N_DEC_VARIANTS; v++)
+            if (c->var_on[v] && c->res_us[t][v] > 0)
+                printf("  SUMMARY %-16s %-8s %9.2f us  floor %8.2f us  %5.1f%% of floor  (%s)\n", c->res_name[t],
+                       DEC_VARIANTS[v].name, c->res_us[t][v], c->res_floor[t], 100.0 * c->res_floor[t] / c->res_us[t][v],
+                       DEC_VARIANTS[v].what);
+}
+
+static void timing_cases(ctx *c) {
+    decode_timings(c);
     int32_t n1[1] = {2048}, n16[16];
     for (int i = 0; i < 16; i++) n16[i] = 256;
     case_prefill(c, 1, n1, n1, 32, 8, 128, V_TENSOR, 2000, 1);
     case_prefill(c, 16, n16, n16, 32, 8, 128, V_TENSOR, 2000, 1);
+}
+
+static void decode_cases(ctx *c) {
+    for (int v = 0; v < N_DEC_VARIANTS; v++)
+        if (c->var_on[v]) {
+            c->dv = v;
+            decode_cases_one(c);
+        }
+    c->dv = 0;
+}
+
+/* the variants QC_KV_DEC_VARIANTS names (all without it), each built from the plugin's decode with its -D options */
+static int load_variants(ctx *c) {
+    const char *sel = getenv("QC_KV_DEC_VARIANTS");
+    int ok = 1;
+    for (int v = 0; v < N_DEC_VARIANTS; v++) {
+        const char *nm = DEC_VARIANTS[v].name;
+        size_t n = strlen(nm);
+        int on = !sel || !*sel;
+        for (const char *p = sel; !on && p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+            on = strncmp(p, nm, n) == 0 && (p[n] == ',' || p[n] == 0);
+        c->var_on[v] = on || v == 0; /* the shipped build always runs: the engine uses it */
+        if (!c->var_on[v]) continue;
+        if (v == 0) {
+            c->var_fn[0] = c->fdec;
+            continue;
+        }
+        c->var_desc[v] = *c->dec;
+        c->var_desc[v].nvrtc_options = DEC_VARIANTS[v].opts;
+        qc_reason why;
+        double t0 = qc_now_seconds();
+        qc_status st = qc_gpu_kernel_load(c->g, c->nv, &c->var_desc[v], &c->var_fn[v], &why);
+        CHECK(st == QC_OK, "decode variant %s: %s: %s", nm, why.code, why.text);
+        if (st != QC_OK) ok = 0, c->var_on[v] = 0;
+        else printf("%s: decode variant %-8s (%s) loaded in %.2f s\n", TEST, nm, DEC_VARIANTS[v].what,
+                    qc_now_seconds() - t0);
+    }
+    return ok;
 }
 
 /* ---- the engine ---- */
@@ -889,6 +962,8 @@ int main(void) {
             if (st != QC_OK) ok = 0;
             else printf("%s: %s loaded in %.2f s\n", TEST, ids[i], qc_now_seconds() - t0);
         }
+        if (ok) ok = load_variants(&c);
+        c.timed = -1;
         if (ok) {
             double t0 = qc_now_seconds();
             write_cases(&c);

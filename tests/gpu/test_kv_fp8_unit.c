@@ -193,7 +193,7 @@ static void references(qc_runtime *rt) {
            "keys, prefill's last token = decode\n", TEST);
 }
 
-/* Every kernel through NVRTC for sm_80 (software E4M3), sm_89 and sm_90a, with ptxas's resource report. */
+/* Every kernel (and the decode's other builds) through NVRTC for sm_80 (software E4M3), sm_89 and sm_90a, with ptxas's resource report. */
 static void compiles(qc_runtime *rt) {
     char *tmp = nv_tmpdir();
     int skip = 0;
@@ -204,21 +204,25 @@ static void compiles(qc_runtime *rt) {
         return;
     }
     static const int sms[] = {80, 89, 90};
+    /* the decode's other builds (decode.cu's QC_DEC_*; test_gpu_kv_fp8 times them beside the default) */
+    static const char *const dec_variants[] = {NULL, "-DQC_DEC_PIPE=1", "-DQC_DEC_FUSE=0"};
     for (size_t i = 0; i < N_IDS; i++) {
         const qc_kernel_desc *k = qc_kernel_find(rt, IDS[i]);
         if (!k) continue;
-        for (size_t a = 0; a < 3; a++) {
-            int sm = sms[a];
-            const char *opts[8];
+        size_t nvar = strcmp(k->id, "kv_fp8.attn_decode") == 0 ? 3 : 1;
+        for (size_t a = 0; a < 3 * nvar; a++) {
+            int sm = sms[a % 3];
+            const char *opts[8], *var = dec_variants[a / 3];
             size_t no = 0;
-            for (; k->nvrtc_options && k->nvrtc_options[no] && no < 6; no++) opts[no] = k->nvrtc_options[no];
+            for (; k->nvrtc_options && k->nvrtc_options[no] && no < 5; no++) opts[no] = k->nvrtc_options[no];
+            if (var) opts[no++] = var;
             opts[no++] = "--ptxas-options=-v";
             opts[no] = NULL;
             qc_cubin c;
             qc_reason why;
             double t0 = qc_now_seconds();
             qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, opts, sm, sm >= 90, &c, &why);
-            CHECK(st == QC_OK, "%s for sm_%d: %s: %s", k->id, sm, why.code, why.text);
+            CHECK(st == QC_OK, "%s %s for sm_%d: %s: %s", k->id, var ? var : "", sm, why.code, why.text);
             if (st != QC_OK) continue;
             char lpath[1200];
             snprintf(lpath, sizeof lpath, "%s/%s.log", tmp, c.key);
@@ -235,9 +239,10 @@ static void compiles(qc_runtime *rt) {
                     spill += atoi(b);
                 }
             }
-            printf("%s: %-26s %-7s %5.1f s, cubin %7zu B, %d registers, %d B spilled\n", TEST, k->id, c.target,
-                   qc_now_seconds() - t0, c.size, regs, spill);
-            CHECK(regs > 0 && spill == 0, "%s for %s: %d registers, %d bytes spilled", k->id, c.target, regs, spill);
+            printf("%s: %-26s %-16s %-7s %5.1f s, cubin %7zu B, %d registers, %d B spilled\n", TEST, k->id,
+                   var ? var : "", c.target, qc_now_seconds() - t0, c.size, regs, spill);
+            CHECK(regs > 0 && spill == 0, "%s %s for %s: %d registers, %d bytes spilled", k->id, var ? var : "",
+                  c.target, regs, spill);
             free(log);
             qc_cubin_free(&c);
         }

@@ -1,21 +1,63 @@
 /* ---- kv_fp8.attn_decode + kv_fp8.attn_decode_reduce ---- */
 
-/* Partitions per sequence (the host's kv_fp8_decode_parts is the same
- * formula): the count p minimizing waves(p) * (tokens per CTA + a CTA's
- * fixed cost), waves of QC_DEC_SLOTS CTAs, at most QC_DEC_MAX_WAVES waves and
- * one partition per QC_DEC_MIN_PART tokens of the block table. */
-__device__ __forceinline__ int qc_dec_parts(int n_seqs, int n_kv_heads, int max_blocks) {
+/* Build-time choices (NVRTC -D): the defaults are what the plugin ships; the
+ * GPU test builds the others to time them beside it.
+ *   QC_DEC_PIPE 1: each warp loads the next block's K and V codes into
+ *     registers before it computes the current block, so one block's bytes
+ *     are in flight while the previous one computes (the registers of two
+ *     blocks: 2 CTAs per SM, so the partitions should come from 264 CTA
+ *     slots, not the host's 396); 0 (default): load, wait, compute (3 CTAs
+ *     per SM on sm_90: 12 warps, each with 4 KB in flight while it waits).
+ *   QC_DEC_FUSE 1: the last CTA of a (sequence, kv head, q-head group) to
+ *     finish combines the partitions (a counter per group in module memory,
+ *     set back to zero by that CTA, so every launch and graph replay starts
+ *     from zero; one decode launch at a time per loaded module), and the
+ *     host gives the reduce an empty grid (not launched); 0: the reduce
+ *     kernel combines them (launched with grid (n_heads, n_seqs) by the
+ *     caller: the host's launch_dims are the default build's). */
+#ifndef QC_DEC_PIPE
+#define QC_DEC_PIPE 0
+#endif
+#ifndef QC_DEC_FUSE
+#define QC_DEC_FUSE 1
+#endif
+/* CTAs per SM the registers are capped for (the host's DEC_SLOTS assumes 3
+ * on 132 SMs; below sm_90 the loop without prefetch spills at 3) */
+#if QC_DEC_PIPE || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900)
+#define QC_DEC_MIN_CTAS 2
+#else
+#define QC_DEC_MIN_CTAS 3
+#endif
+/* groups the fused combine counts (the host's KV_FP8_DEC_COUNTERS); more run unfused */
+#define QC_DEC_COUNTERS 65536
+__device__ unsigned qc_dec_count[QC_DEC_COUNTERS];
+
+/* The partition count by the host's formula (kv_fp8_decode_parts), for the
+ * reduce kernel, one candidate p per lane (1..64) instead of a serial loop
+ * of 64-bit divisions: the least cost wins, ties to the smaller p.  Every
+ * lane of the warp must call it. */
+__device__ __forceinline__ int qc_dec_parts_warp(int n_seqs, int n_kv_heads, int max_blocks) {
     long long pairs = (long long)n_seqs * n_kv_heads, est = (long long)max_blocks * QC_KVB;
     if (pairs < 1) pairs = 1;
     if (est < 1) est = 1;
     long long cap = (est + QC_DEC_MIN_PART - 1) / QC_DEC_MIN_PART;
     if (cap > QC_DEC_MAX_PARTS) cap = QC_DEC_MAX_PARTS;
-    long long best = 1, best_cost = (pairs + QC_DEC_SLOTS - 1) / QC_DEC_SLOTS * (est + QC_DEC_CTA_COST);
-    for (long long p = 2; p <= cap && pairs * p <= (long long)QC_DEC_MAX_WAVES * QC_DEC_SLOTS; p++) {
-        long long cost = (pairs * p + QC_DEC_SLOTS - 1) / QC_DEC_SLOTS * ((est + p - 1) / p + QC_DEC_CTA_COST);
-        if (cost < best_cost) best = p, best_cost = cost;
+    const int lane = threadIdx.x & 31;
+    long long best_cost = -1;
+    int best = 1;
+    for (int i = 0; i < 2; i++) {
+        long long p = lane + 1 + 32 * i;
+        if (p == 1 || (p <= cap && pairs * p <= (long long)QC_DEC_MAX_WAVES * QC_DEC_SLOTS)) {
+            long long cost = (pairs * p + QC_DEC_SLOTS - 1) / QC_DEC_SLOTS * ((est + p - 1) / p + QC_DEC_CTA_COST);
+            if (best_cost < 0 || cost < best_cost) best_cost = cost, best = (int)p;
+        }
     }
-    return (int)best;
+    for (int o = 16; o > 0; o >>= 1) {
+        long long oc = __shfl_xor_sync(0xffffffffu, best_cost, o);
+        int op = __shfl_xor_sync(0xffffffffu, best, o);
+        if (oc >= 0 && (best_cost < 0 || oc < best_cost || (oc == best_cost && op < best))) best_cost = oc, best = op;
+    }
+    return best;
 }
 __device__ __forceinline__ int qc_dec_part_len(int ctx, int nparts) {
     int per = (ctx + nparts - 1) / nparts;
@@ -23,9 +65,171 @@ __device__ __forceinline__ int qc_dec_part_len(int ctx, int nparts) {
     return per < QC_DEC_MIN_PART ? QC_DEC_MIN_PART : per;
 }
 
+/* One block's codes in one thread's registers (the fragment layout below). */
+template <int D> struct qc_kvregs {
+    uint4 k[2][D / 64];
+    u32 v[4][D / 32];
+};
+template <int D>
+__device__ __forceinline__ void qc_dec_load(qc_kvregs<D> &r, const u8 *kb, const u8 *vb, int g, int t) {
+    constexpr int VW = D / 8;
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        int tok = 4 * (g >> 1) + 2 * j + (g & 1);
+#pragma unroll
+        for (int c = 0; c < D / 64; c++) r.k[j][c] = qc_ld16(kb + tok * D + 64 * c + 16 * t);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if constexpr (D == 128) {
+            uint4 x = qc_ld16(vb + (4 * t + i) * D + VW * g);
+            r.v[i][0] = x.x, r.v[i][1] = x.y, r.v[i][2] = x.z, r.v[i][3] = x.w;
+        } else {
+            uint2 x = qc_ld8(vb + (4 * t + i) * D + VW * g);
+            r.v[i][0] = x.x, r.v[i][1] = x.y;
+        }
+    }
+}
+
+/* The online softmax over one block (`valid` of its 16 tokens count) from
+ * its codes in r (V rows past valid are zeroed in r): m, l per row (g: 0,
+ * g + 8: 1), o the PV accumulators.  H8: no q head in rows 8..15 (a group
+ * of at most 8, as 32/8 or 64/8): their fragments are zero constants, their
+ * softmax is skipped and their accumulators take no registers. */
+template <int D, bool E5, bool H8>
+__device__ __forceinline__ void qc_dec_block(qc_kvregs<D> &r, int valid, const u32 (&qa)[D / 16][4], float sl2,
+                                             float &m0, float &m1, float &l0, float &l1, float (&o)[D / 8][4], int t) {
+    constexpr int VW = D / 8;
+    /* scores of tokens 4t + 2j + e for rows g (s[j][e]) and g + 8 (s[j][2 + e]) */
+    float s[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const u32 w = qc_word(r.k[j][ks >> 2], ks & 3);
+            qc_mma(s[j], qa[ks][0], H8 ? 0u : qa[ks][1], qa[ks][2], H8 ? 0u : qa[ks][3], qc_fp8x2_f16x2<E5>(w),
+                   qc_fp8x2_f16x2<E5>(w >> 16));
+        }
+    }
+    float mx0 = QC_NEG_INF, mx1 = QC_NEG_INF;
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            bool ok = 4 * t + 2 * j + e < valid;
+            s[j][e] = ok ? s[j][e] * sl2 : QC_NEG_INF;
+            s[j][2 + e] = ok ? s[j][2 + e] * sl2 : QC_NEG_INF;
+            mx0 = fmaxf(mx0, s[j][e]);
+            mx1 = fmaxf(mx1, s[j][2 + e]);
+        }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    /* the block's first token is always valid, so the new maxima are finite */
+    const float n0 = fmaxf(m0, mx0), n1 = H8 ? m1 : fmaxf(m1, mx1);
+    const float a0 = exp2f(m0 - n0), a1 = H8 ? 1.f : exp2f(m1 - n1);
+    m0 = n0;
+    m1 = n1;
+    float p[2][4];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        p[j][0] = exp2f(s[j][0] - n0);
+        p[j][1] = exp2f(s[j][1] - n0);
+        p[j][2] = H8 ? 0.f : exp2f(s[j][2] - n1);
+        p[j][3] = H8 ? 0.f : exp2f(s[j][3] - n1);
+    }
+    l0 = l0 * a0 + (p[0][0] + p[0][1] + p[1][0] + p[1][1]);
+    if (!H8) l1 = l1 * a1 + (p[0][2] + p[0][3] + p[1][2] + p[1][3]);
+    /* P as the A fragment: k 2t, 2t+1 <-> tokens 4t, 4t+1; k 2t+8, 2t+9 <-> 4t+2, 4t+3 */
+    const u32 pa0 = qc_h2(p[0][0], p[0][1]), pa1 = H8 ? 0u : qc_h2(p[0][2], p[0][3]);
+    const u32 pa2 = qc_h2(p[1][0], p[1][1]), pa3 = H8 ? 0u : qc_h2(p[1][2], p[1][3]);
+    /* V rows past the end may hold anything (NaN codes): p = 0 must stay 0 */
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        if (4 * t + i >= valid)
+#pragma unroll
+            for (int w = 0; w < D / 32; w++) r.v[i][w] = 0u;
+    const u32(&vw)[4][D / 32] = r.v;
+#pragma unroll
+    for (int n = 0; n < VW; n++) {
+        /* byte n of tokens 4t..4t+3: pairs (4t, 4t+1) and (4t+2, 4t+3), low byte first */
+        const int w = n >> 2;
+        const u32 sel = (n & 2) ? 0x7362u : 0x5140u;
+        u32 p01 = __byte_perm(vw[0][w], vw[1][w], sel), p23 = __byte_perm(vw[2][w], vw[3][w], sel);
+        if (n & 1) p01 >>= 16, p23 >>= 16;
+        /* H8: rows 8..15 come out zero and are dropped, so o[n][2..3] stay 0 */
+        float acc[4] = {o[n][0] * a0, o[n][1] * a0, H8 ? 0.f : o[n][2] * a1, H8 ? 0.f : o[n][3] * a1};
+        qc_mma(acc, pa0, pa1, pa2, pa3, qc_fp8x2_f16x2<E5>(p01), qc_fp8x2_f16x2<E5>(p23));
+        o[n][0] = acc[0];
+        o[n][1] = acc[1];
+        if (!H8) o[n][2] = acc[2], o[n][3] = acc[3];
+    }
+}
+
+#if QC_DEC_FUSE
+/* After a CTA wrote its partials (rows pair0 .. pair0 + hn - 1 of work): the
+ * last partition of its group to finish combines them all, as the reduce
+ * kernel does (the threadfence-reduction pattern: partials, fence, count; the
+ * last CTA reads the others' partials through L2).  One copy for every
+ * instance of qc_decode8; every thread of the CTA calls it. */
+__device__ __noinline__ void qc_dec_combine(float *out, const float *work, float *sm, int n_seqs, int n_heads, int D,
+                                            int nparts, int nused, long long pair0, int hn) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const long long grp = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+    const float *ml = work + (long long)n_seqs * n_heads * nparts * D;
+    __shared__ int is_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned old = atomicAdd(&qc_dec_count[grp], 1u);
+        is_last = old == (unsigned)nused - 1u;
+        if (is_last) atomicExch(&qc_dec_count[grp], 0u); /* every other CTA of the group has counted */
+    }
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    /* weights 2^(m_p - M) / sum_p 2^(m_p - M) l_p per row, one warp per row */
+    float *wts = sm; /* [16][QC_DEC_MAX_PARTS] */
+    for (int r = warp; r < hn; r += QC_DEC_WARPS) {
+        const long long base = (pair0 + r) * nparts;
+        const bool u0 = lane < nused, u1 = lane + 32 < nused;
+        const float ma = u0 ? __ldcg(ml + 2 * (base + lane)) : QC_NEG_INF;
+        const float mb = u1 ? __ldcg(ml + 2 * (base + lane + 32)) : QC_NEG_INF;
+        const float la = u0 ? __ldcg(ml + 2 * (base + lane) + 1) : 0.f;
+        const float lb = u1 ? __ldcg(ml + 2 * (base + lane + 32) + 1) : 0.f;
+        float mm = fmaxf(ma, mb);
+        for (int k = 16; k > 0; k >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffffu, mm, k));
+        const float wa = u0 ? exp2f(ma - mm) : 0.f, wb = u1 ? exp2f(mb - mm) : 0.f;
+        float l = wa * la + wb * lb;
+        for (int k = 16; k > 0; k >>= 1) l += __shfl_xor_sync(0xffffffffu, l, k);
+        const float inv = 1.f / l;
+        if (u0) wts[r * QC_DEC_MAX_PARTS + lane] = wa * inv;
+        if (u1) wts[r * QC_DEC_MAX_PARTS + lane + 32] = wb * inv;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < hn * D; i += blockDim.x) {
+        const int r = i / D, d = i - r * D;
+        const float *wp = work + (pair0 + r) * nparts * D + d, *wr = wts + r * QC_DEC_MAX_PARTS;
+        float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+        int p = 0;
+        for (; p + 4 <= nused; p += 4) { /* four independent loads in flight */
+            a0 += wr[p] * __ldcg(wp + (long long)p * D);
+            a1 += wr[p + 1] * __ldcg(wp + (long long)(p + 1) * D);
+            a2 += wr[p + 2] * __ldcg(wp + (long long)(p + 2) * D);
+            a3 += wr[p + 3] * __ldcg(wp + (long long)(p + 3) * D);
+        }
+        for (; p < nused; p++) a0 += wr[p] * __ldcg(wp + (long long)p * D);
+        out[(pair0 + r) * D + d] = (a0 + a1) + (a2 + a3);
+    }
+}
+#endif
+
 /* One CTA = (partition, kv head, up to 16 of its q heads, sequence); each of
  * the 4 warps takes every 4th 16-token block and keeps its own online
- * softmax.  S = Q K^T and O += P V are m16n8k16 f16 mma (f32 accumulate)
+ * softmax; all q heads of the kv head (up to 16) share every K and V load.
+ * S = Q K^T and O += P V are m16n8k16 f16 mma (f32 accumulate)
  * with the q heads as rows.  The FP8 codes go from global memory (16-byte
  * loads; 8-byte V loads at d 64) straight into fragments, converted to f16
  * in registers; the k index of both products is a permutation chosen so
@@ -37,21 +241,20 @@ __device__ __forceinline__ int qc_dec_part_len(int ctx, int nparts) {
  *   PV: thread (g, t) loads V[token 4t + i][VW g .. VW g + VW - 1] (VW = D/8
  *      bytes); n-tile n column g is dim VW g + n.
  * The K scale is folded into the softmax's scale and the V scale into the
- * output, so the products see the raw codes. */
-template <int D, bool E5>
+ * output, so the products see the raw codes.  The partition count is the
+ * grid's x (the host's kv_fp8_decode_parts). */
+template <int D, bool E5, bool H8>
 __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u8 *vc, const int *bt,
                                            const int *ctx_lens, float *out, float *work, int n_seqs, int n_heads,
                                            int n_kv_heads, int max_blocks, float scale, float kmul, float vmul,
                                            float *sm) {
-    constexpr int KC = D / 64;  /* 16-byte K loads per token and thread */
-    constexpr int VW = D / 8;   /* V bytes per token and thread; also the PV n-tiles */
-    constexpr int VWD = VW / 4; /* ... in 32-bit words */
+    constexpr int VW = D / 8; /* V bytes per token and thread; also the PV n-tiles */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int gq = n_heads / n_kv_heads, nsub = (gq + 15) / 16;
     const int part = blockIdx.x, seq = blockIdx.z, kvh = blockIdx.y / nsub, sub = blockIdx.y % nsub;
     const int h0 = kvh * gq + sub * 16, hn = min(16, gq - sub * 16);
-    const int nparts = qc_dec_parts(n_seqs, n_kv_heads, max_blocks);
-    if (seq >= n_seqs || kvh >= n_kv_heads || part >= nparts) return;
+    const int nparts = gridDim.x;
+    if (seq >= n_seqs || kvh >= n_kv_heads) return;
     int ctx = ctx_lens[seq];
     ctx = ctx < 0 ? 0 : ctx > max_blocks * QC_KVB ? max_blocks * QC_KVB : ctx;
     const int plen = qc_dec_part_len(ctx, nparts), nused = (ctx + plen - 1) / plen;
@@ -63,6 +266,14 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
     }
     const int start = part * plen, end = min(ctx, start + plen);
     const int b0 = start / QC_KVB, b1 = (end + QC_KVB - 1) / QC_KVB;
+    constexpr long long head_stride = (long long)QC_KVB * D; /* bytes of one block of one head */
+    const int *btr = bt + (long long)seq * max_blocks;
+    /* block ids of this warp's loads li .. li + 31 (tab), one per lane; with
+     * QC_DEC_PIPE the 32 after them too (tab2), fetched 32 loads ahead */
+    int tab = b0 + warp + 4 * lane < b1 ? btr[b0 + warp + 4 * lane] : 0;
+#if QC_DEC_PIPE
+    int tab2 = b0 + warp + 4 * (lane + 32) < b1 ? btr[b0 + warp + 4 * (lane + 32)] : 0;
+#endif
 
     /* q rows g and g + 8 as f16 A fragments (the S permutation); rows past hn are zero */
     u32 qa[D / 16][4];
@@ -76,8 +287,8 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
             float4 y = g + 8 < hn ? *(const float4 *)(q1 + d) : make_float4(0.f, 0.f, 0.f, 0.f);
             qa[ks][0] = qc_h2(x.x, x.y);
             qa[ks][2] = qc_h2(x.z, x.w);
-            qa[ks][1] = qc_h2(y.x, y.y);
-            qa[ks][3] = qc_h2(y.z, y.w);
+            qa[ks][1] = H8 ? 0u : qc_h2(y.x, y.y);
+            qa[ks][3] = H8 ? 0u : qc_h2(y.z, y.w);
         }
     }
     const float sl2 = scale * kmul * QC_LOG2E;
@@ -85,102 +296,52 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
     float o[VW][4];
 #pragma unroll
     for (int n = 0; n < VW; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    const long long head_stride = (long long)QC_KVB * D; /* bytes of one block of one head */
-    const int *btr = bt + (long long)seq * max_blocks;
-    /* block ids of this warp's next 32 blocks, one per lane */
-    int bid_next = b0 + warp + 4 * lane < b1 ? btr[b0 + warp + 4 * lane] : 0;
-    for (int it = 0, b = b0 + warp; b < b1; it++, b += QC_DEC_WARPS) {
-        if ((it & 31) == 0 && it) {
-            int bb = b + 4 * lane;
-            bid_next = bb < b1 ? btr[bb] : 0;
+    /* the id of block bb, this warp's load li = (bb - b0 - warp) / 4: loads go in order */
+    auto bid_of = [&](int bb) {
+        const int li = (bb - b0 - warp) >> 2;
+        if ((li & 31) == 0 && li) {
+#if QC_DEC_PIPE
+            tab = tab2;
+            int nb = bb + 4 * (32 + lane);
+            tab2 = nb < b1 ? btr[nb] : 0;
+#else
+            int nb = bb + 4 * lane;
+            tab = nb < b1 ? btr[nb] : 0;
+#endif
         }
-        const int bid = __shfl_sync(0xffffffffu, bid_next, it & 31);
-        const u8 *kb = kc + ((long long)bid * n_kv_heads + kvh) * head_stride;
-        const u8 *vb = vc + ((long long)bid * n_kv_heads + kvh) * head_stride;
-        uint4 kr[2][KC];
-        u32 vw[4][VWD];
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-            int tok = 4 * (g >> 1) + 2 * j + (g & 1);
-#pragma unroll
-            for (int c = 0; c < KC; c++) kr[j][c] = qc_ld16(kb + tok * D + 64 * c + 16 * t);
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            if constexpr (VWD == 4) {
-                uint4 x = qc_ld16(vb + (4 * t + i) * D + VW * g);
-                vw[i][0] = x.x, vw[i][1] = x.y, vw[i][2] = x.z, vw[i][3] = x.w;
-            } else {
-                uint2 x = qc_ld8(vb + (4 * t + i) * D + VW * g);
-                vw[i][0] = x.x, vw[i][1] = x.y;
-            }
-        }
-        /* scores of tokens 4t + 2j + e for rows g (s[j][e]) and g + 8 (s[j][2 + e]) */
-        float s[2][4];
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-            s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.f;
-#pragma unroll
-            for (int ks = 0; ks < D / 16; ks++) {
-                const u32 w = qc_word(kr[j][ks >> 2], ks & 3);
-                qc_mma(s[j], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], qc_fp8x2_f16x2<E5>(w),
-                       qc_fp8x2_f16x2<E5>(w >> 16));
-            }
-        }
-        const int valid = end - b * QC_KVB; /* tokens of this block inside the partition */
-        float mx0 = QC_NEG_INF, mx1 = QC_NEG_INF;
-#pragma unroll
-        for (int j = 0; j < 2; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                bool ok = 4 * t + 2 * j + e < valid;
-                s[j][e] = ok ? s[j][e] * sl2 : QC_NEG_INF;
-                s[j][2 + e] = ok ? s[j][2 + e] * sl2 : QC_NEG_INF;
-                mx0 = fmaxf(mx0, s[j][e]);
-                mx1 = fmaxf(mx1, s[j][2 + e]);
-            }
-#pragma unroll
-        for (int i = 0; i < 4; i++) /* V rows past the end may hold anything (NaN codes): p = 0 must stay 0 */
-            if (4 * t + i >= valid)
-#pragma unroll
-                for (int w = 0; w < VWD; w++) vw[i][w] = 0u;
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-        /* the block's first token is always valid, so the new maxima are finite */
-        const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
-        const float a0 = exp2f(m0 - n0), a1 = exp2f(m1 - n1);
-        m0 = n0;
-        m1 = n1;
-        float p[2][4];
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-            p[j][0] = exp2f(s[j][0] - n0);
-            p[j][1] = exp2f(s[j][1] - n0);
-            p[j][2] = exp2f(s[j][2] - n1);
-            p[j][3] = exp2f(s[j][3] - n1);
-        }
-        l0 = l0 * a0 + (p[0][0] + p[0][1] + p[1][0] + p[1][1]);
-        l1 = l1 * a1 + (p[0][2] + p[0][3] + p[1][2] + p[1][3]);
-        /* P as the A fragment: k 2t, 2t+1 <-> tokens 4t, 4t+1; k 2t+8, 2t+9 <-> 4t+2, 4t+3 */
-        const u32 pa0 = qc_h2(p[0][0], p[0][1]), pa1 = qc_h2(p[0][2], p[0][3]);
-        const u32 pa2 = qc_h2(p[1][0], p[1][1]), pa3 = qc_h2(p[1][2], p[1][3]);
-#pragma unroll
-        for (int n = 0; n < VW; n++) {
-            float *acc = o[n];
-            acc[0] *= a0;
-            acc[1] *= a0;
-            acc[2] *= a1;
-            acc[3] *= a1;
-            /* byte n of tokens 4t..4t+3: pairs (4t, 4t+1) and (4t+2, 4t+3), low byte first */
-            const int w = n >> 2;
-            const u32 sel = (n & 2) ? 0x7362u : 0x5140u;
-            u32 p01 = __byte_perm(vw[0][w], vw[1][w], sel), p23 = __byte_perm(vw[2][w], vw[3][w], sel);
-            if (n & 1) p01 >>= 16, p23 >>= 16;
-            qc_mma(acc, pa0, pa1, pa2, pa3, qc_fp8x2_f16x2<E5>(p01), qc_fp8x2_f16x2<E5>(p23));
-        }
+        return __shfl_sync(0xffffffffu, tab, li & 31);
+    };
+#if QC_DEC_PIPE
+    /* two register sets: the loads of block b + 4 go out before block b computes */
+    qc_kvregs<D> ra, rb;
+    int b = b0 + warp;
+    if (b < b1) {
+        const long long off = ((long long)bid_of(b) * n_kv_heads + kvh) * head_stride;
+        qc_dec_load<D>(ra, kc + off, vc + off, g, t);
     }
+    while (b < b1) {
+        if (b + QC_DEC_WARPS < b1) {
+            const long long off = ((long long)bid_of(b + QC_DEC_WARPS) * n_kv_heads + kvh) * head_stride;
+            qc_dec_load<D>(rb, kc + off, vc + off, g, t);
+        }
+        qc_dec_block<D, E5, H8>(ra, end - b * QC_KVB, qa, sl2, m0, m1, l0, l1, o, t);
+        b += QC_DEC_WARPS;
+        if (b >= b1) break;
+        if (b + QC_DEC_WARPS < b1) {
+            const long long off = ((long long)bid_of(b + QC_DEC_WARPS) * n_kv_heads + kvh) * head_stride;
+            qc_dec_load<D>(ra, kc + off, vc + off, g, t);
+        }
+        qc_dec_block<D, E5, H8>(rb, end - b * QC_KVB, qa, sl2, m0, m1, l0, l1, o, t);
+        b += QC_DEC_WARPS;
+    }
+#else
+    for (int b = b0 + warp; b < b1; b += QC_DEC_WARPS) {
+        qc_kvregs<D> r;
+        const long long off = ((long long)bid_of(b) * n_kv_heads + kvh) * head_stride;
+        qc_dec_load<D>(r, kc + off, vc + off, g, t);
+        qc_dec_block<D, E5, H8>(r, end - b * QC_KVB, qa, sl2, m0, m1, l0, l1, o, t);
+    }
+#endif
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
@@ -205,6 +366,7 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
     }
     __syncthreads();
     const long long pair0 = (long long)seq * n_heads + h0;
+    float *ml = work + (long long)n_seqs * n_heads * nparts * D;
     for (int i = threadIdx.x; i < hn * D; i += blockDim.x) {
         int r = i / D, d = i - r * D;
         float mm = QC_NEG_INF;
@@ -224,24 +386,29 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
             long long idx = (pair0 + r) * nparts + part;
             work[idx * D + d] = acc;
             if (d == 0) {
-                float *ml = work + (long long)n_seqs * n_heads * nparts * D;
                 ml[2 * idx] = mm;
                 ml[2 * idx + 1] = l;
             }
         }
     }
+#if QC_DEC_FUSE
+    if (nused > 1 && (long long)n_seqs * gridDim.y <= QC_DEC_COUNTERS)
+        qc_dec_combine(out, work, sm, n_seqs, n_heads, D, nparts, nused, pair0, hn);
+#endif
 }
 
 /* grid (partitions, n_kv_heads * ceil(group / 16), n_seqs), 128 threads; the
  * core's parameters, then k_scale, v_scale (device f32, see qc_kv_scale) and
- * the variant.  An unsupported shape or variant gives NaN outputs. */
-extern "C" __global__ void __launch_bounds__(128, 3)
+ * the variant.  An unsupported shape or variant, or more than
+ * QC_DEC_MAX_PARTS partitions, gives NaN outputs. */
+extern "C" __global__ void __launch_bounds__(128, QC_DEC_MIN_CTAS)
     qc_kv_fp8_attn_decode(const float *q, const u8 *k_cache, const u8 *v_cache, const int *block_tables,
                           const int *ctx_lens, float *out, float *work, int n_seqs, int n_heads, int n_kv_heads,
                           int head_dim, int max_blocks, float scale, const float *k_scale, const float *v_scale,
                           u32 variant) {
     __shared__ __align__(16) float sm[QC_DEC_WARPS * 16 * 128 + 2 * QC_DEC_WARPS * 16];
-    if (!qc_attn_shape_ok(n_heads, n_kv_heads, head_dim) || max_blocks <= 0 || variant > QC_KV_E5M2) {
+    if (!qc_attn_shape_ok(n_heads, n_kv_heads, head_dim) || max_blocks <= 0 || variant > QC_KV_E5M2 ||
+        gridDim.x > QC_DEC_MAX_PARTS) {
         long long total = (long long)n_seqs * n_heads * head_dim;
         long long id = ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
         long long step = (long long)gridDim.x * gridDim.y * gridDim.z * blockDim.x;
@@ -253,26 +420,36 @@ extern "C" __global__ void __launch_bounds__(128, 3)
     const bool e5 = variant == QC_KV_E5M2;
     const float kmul = e5 ? 1.f : qc_kv_scale(k_scale, variant, kvh) * QC_E4M3_POST;
     const float vmul = e5 ? 1.f : qc_kv_scale(v_scale, variant, kvh) * QC_E4M3_POST;
+    /* one instance per head dim, code and whether a q-head group fits rows 0..7 */
+#define QC_DEC_CALL(D, E5, H8)                                                                                  \
+    qc_decode8<D, E5, H8>(q, k_cache, v_cache, block_tables, ctx_lens, out, work, n_seqs, n_heads, n_kv_heads, \
+                          max_blocks, scale, kmul, vmul, sm)
+    const bool h8 = gq <= 8;
     if (head_dim == 128) {
-        if (e5)
-            qc_decode8<128, true>(q, k_cache, v_cache, block_tables, ctx_lens, out, work, n_seqs, n_heads,
-                                  n_kv_heads, max_blocks, scale, kmul, vmul, sm);
-        else
-            qc_decode8<128, false>(q, k_cache, v_cache, block_tables, ctx_lens, out, work, n_seqs, n_heads,
-                                   n_kv_heads, max_blocks, scale, kmul, vmul, sm);
+        if (e5) {
+            if (h8) QC_DEC_CALL(128, true, true);
+            else QC_DEC_CALL(128, true, false);
+        } else {
+            if (h8) QC_DEC_CALL(128, false, true);
+            else QC_DEC_CALL(128, false, false);
+        }
     } else {
-        if (e5)
-            qc_decode8<64, true>(q, k_cache, v_cache, block_tables, ctx_lens, out, work, n_seqs, n_heads, n_kv_heads,
-                                 max_blocks, scale, kmul, vmul, sm);
-        else
-            qc_decode8<64, false>(q, k_cache, v_cache, block_tables, ctx_lens, out, work, n_seqs, n_heads,
-                                  n_kv_heads, max_blocks, scale, kmul, vmul, sm);
+        if (e5) {
+            if (h8) QC_DEC_CALL(64, true, true);
+            else QC_DEC_CALL(64, true, false);
+        } else {
+            if (h8) QC_DEC_CALL(64, false, true);
+            else QC_DEC_CALL(64, false, false);
+        }
     }
+#undef QC_DEC_CALL
 }
 
 /* Combine the partitions of sequences that had more than one: out = sum_p
  * 2^(m_p - M) acc_p / sum_p 2^(m_p - M) l_p (the V scale is already in
- * acc_p).  grid (n_heads, n_seqs), 128 threads; the core reduce's parameters. */
+ * acc_p).  grid (n_heads, n_seqs), 128 threads; the core reduce's parameters.
+ * With QC_DEC_FUSE the decode combines and the host gives this an empty
+ * grid; launched anyway, it writes the same outputs again. */
 extern "C" __global__ void __launch_bounds__(128)
     qc_kv_fp8_attn_decode_reduce(const int *ctx_lens, float *out, const float *work, int n_seqs, int n_heads,
                                  int n_kv_heads, int head_dim, int max_blocks) {
@@ -280,7 +457,7 @@ extern "C" __global__ void __launch_bounds__(128)
     __shared__ float inv_l;
     const int h = blockIdx.x, seq = blockIdx.y;
     if (seq >= n_seqs || h >= n_heads || !qc_attn_shape_ok(n_heads, n_kv_heads, head_dim) || max_blocks <= 0) return;
-    const int nparts = qc_dec_parts(n_seqs, n_kv_heads, max_blocks);
+    const int nparts = qc_dec_parts_warp(n_seqs, n_kv_heads, max_blocks);
     int ctx = ctx_lens[seq];
     ctx = ctx < 0 ? 0 : ctx > max_blocks * QC_KVB ? max_blocks * QC_KVB : ctx;
     const int plen = qc_dec_part_len(ctx, nparts), nused = (ctx + plen - 1) / plen;
