@@ -5,6 +5,7 @@
 #   bash bench/h200_full.sh kernels   # GPU tests with their timings, gemm-bench beside the anchors, SDPA anchors
 #   bash bench/h200_full.sh model     # crossover (gemm part + policies vs fixed formats), seed 002's table, prefill
 #   bash bench/h200_full.sh prefill   # a traced 2048-token prefill per format and where its time goes
+#   TESTS="t1 t2@VAR=v" bash bench/h200_full.sh tests   # named GPU tests (+ crossover parts in CROSS_PARTS)
 # Writes everything under $OUT and packs each part's files into one tar ($OUT/<part>.tar.xz: a device call brings
 # back at most 8 files), then prints a short summary.  Environment: TESTS (kernels part), BIN (.device/bin).
 set -u
@@ -62,6 +63,18 @@ model)
   done
   step crossover ${CROSS_T:-200} env OUT="$W/crossover" PARTS="${CROSS_PARTS:-b}" CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
   ;;
+tests)
+  # GPU tests by name, each optionally with environment settings after '@' (comma-separated), e.g.
+  # TESTS="test_gpu_kv_fp8 test_gpu_w4a16_frag@QC_W4F_KS=4,QC_W4F_R=2"; then the crossover's part b
+  for spec in ${TESTS:-test_gpu_kv_fp8}; do
+    t=${spec%%@*} envs=""
+    [ "$t" != "$spec" ] && envs=${spec#*@}
+    name=$t${envs:+-$(echo "$envs" | tr ',=' '__')}
+    [ -x "$BIN/$t" ] && step "$name" ${TEST_T:-150} env ${envs//,/ } "$BIN/$t"
+  done
+  [ -n "${CROSS_PARTS:-}" ] && step crossover ${CROSS_T:-200} env OUT="$W/crossover" PARTS="$CROSS_PARTS" \
+    CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
+  ;;
 prefill)
   # where a 2048-token prefill's time goes, per format: one traced run each (graphs off, every launch timed
   # by events), summarized per kernel over the launches of the prompt (M = 2048) and the kernels around them
@@ -74,7 +87,7 @@ prefill)
   done
   ;;
 *)
-  echo "h200_full.sh: unknown part '$part' (kernels, model or prefill)" >&2
+  echo "h200_full.sh: unknown part '$part' (kernels, model, tests or prefill)" >&2
   exit 2
   ;;
 esac
