@@ -27,7 +27,7 @@ static void expect_refused(const qc_kernel_desc *k, const qc_format_desc *f, qc_
           why.text, code);
 }
 
-/* Descriptor, every refusal with its code, the launch plan, and that the engine still picks w4a16.gemv_sym. */
+/* Descriptor, every refusal with its code, the launch plan, and that the selection picks it for sym weights. */
 static void descriptors(qc_runtime *rt) {
     const qc_format_desc *f = qc_format_find(rt, "w4a16");
     const qc_kernel_desc *k = qc_kernel_find(rt, KID);
@@ -63,11 +63,16 @@ static void descriptors(qc_runtime *rt) {
     qc_problem p75 = prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM);
     p75.sm = 75;
     expect_refused(k, f, p75, "arch");
-    /* the engine's default stays the older GEMV until this one is measured (it ties and registers later) */
+    /* the default for sym weights with K % 128 == 0 (it ties with gemv_sym and registers first); the older
+     * GEMV takes what it refuses */
     const qc_kernel_desc *sel = NULL;
     qc_problem ps = prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM);
-    CHECK(qc_select_format(rt, f, &ps, 1, &sel, &why) && sel && strcmp(sel->id, "w4a16.gemv_sym") == 0,
+    CHECK(qc_select_format(rt, f, &ps, 1, &sel, &why) && sel && strcmp(sel->id, "w4a16.gemv_frag_sym") == 0,
           "GPU m=1 sym chose %s", sel ? sel->id : why.text);
+    ps = prob(1, 4096, 4160, 32, W4A16_SCHEME_SYM); /* K % 128 != 0 */
+    sel = NULL;
+    CHECK(qc_select_format(rt, f, &ps, 1, &sel, &why) && sel && strcmp(sel->id, "w4a16.gemv_sym") == 0,
+          "GPU m=1 sym K 4160 chose %s", sel ? sel->id : why.text);
 
     /* the plan: grid covers every 16-row tile, the device's R rule (R = 1 iff 16 grid >= n) matches, KS <= 16,
      * the reduction fits in the default 48 KiB of shared memory */

@@ -11,7 +11,8 @@ static const struct {
     int specific;
 } ARCHS[] = {{80, 0}, {89, 0}, {90, 1}, {100, 1}};
 
-/* argv[1] "i/N": only kernels whose registration index is i modulo N (CI runs the N shards side by side) */
+/* argv[1] "i/N": only kernels whose registration index is i modulo N (CI runs the N shards side by side);
+ * QC_NVRTC_ONLY=text: only kernels whose id contains it (a quick check while editing one kernel) */
 int main(int argc, char **argv) {
     qc_set_log_level(QC_LOG_WARN);
     unsigned shard = 0, n_shards = 1;
@@ -48,6 +49,7 @@ int main(int argc, char **argv) {
         if (!k || !k->cuda_source) continue;
         with_source++;
         if (i % n_shards != shard) continue;
+        if (getenv("QC_NVRTC_ONLY") && !strstr(k->id, getenv("QC_NVRTC_ONLY"))) continue;
         size_t archs = 0;
         for (size_t a = 0; a < sizeof ARCHS / sizeof ARCHS[0]; a++) {
             uint32_t sm = ARCHS[a].sm;
