@@ -290,7 +290,7 @@ static void test_measured(const qc_layer_list *llama) {
         CHECK(strcmp(out, "fp8") == 0, "fastest: %s", out);
         CHECK_CONTAINS(note, "fastest measured (12.0 us)");
     }
-    /* within 1%: fewer bytes per weight wins */
+    /* within the tie margin: fewer bytes per weight wins */
     fresh_candidates(c);
     c[C_FP8].time_us = 10.0, c[C_W4].time_us = 10.05, c[C_BF16].time_us = 10.02;
     if (ask(p, l, 64, &H200, c, N_CANDS, out, note) == QC_OK) {
@@ -301,10 +301,13 @@ static void test_measured(const qc_layer_list *llama) {
     fresh_candidates(c);
     c[C_BF16].time_us = 9.0, c[C_I8].time_us = 9.0;
     if (ask(p, l, 64, &H200, c, N_CANDS, out, note) == QC_OK) CHECK(strcmp(out, "w8a8_int8") == 0, "exact: %s", out);
-    /* 5% is not a tie */
+    /* within 5% (isolated timings vs the model's step) still a tie; 8% is not */
     fresh_candidates(c);
-    c[C_FP8].time_us = 10.0, c[C_W4].time_us = 10.5;
-    if (ask(p, l, 1, &H200, c, N_CANDS, out, note) == QC_OK) CHECK(strcmp(out, "fp8") == 0, "5%%: %s", out);
+    c[C_FP8].time_us = 10.0, c[C_W4].time_us = 10.4;
+    if (ask(p, l, 1, &H200, c, N_CANDS, out, note) == QC_OK) CHECK(strcmp(out, "w4a16") == 0, "4%%: %s", out);
+    fresh_candidates(c);
+    c[C_FP8].time_us = 10.0, c[C_W4].time_us = 10.8;
+    if (ask(p, l, 1, &H200, c, N_CANDS, out, note) == QC_OK) CHECK(strcmp(out, "fp8") == 0, "8%%: %s", out);
     /* an ineligible kernel's time does not count */
     fresh_candidates(c);
     c[C_FP8].time_us = 5, c[C_FP8].eligible = 0, c[C_W4].time_us = 8, c[C_BF16].time_us = 9;
