@@ -61,7 +61,9 @@ model)
     step "qwen-$f" 40 "$BIN/qcore" bench --model-config $Q --format $f --concurrency 1,16,64 --output 32 \
       --json "$W/qwen-$f.json"
   done
-  step crossover ${CROSS_T:-200} env OUT="$W/crossover" PARTS="${CROSS_PARTS:-b}" CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
+  [ "${CROSS_PARTS:-b}" != none ] && step crossover ${CROSS_T:-200} env OUT="$W/crossover" PARTS="${CROSS_PARTS:-b}" \
+    CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
+  step seed002 20 python3 "$HERE/seed002_table.py" "$W"/llama-*.json "$W"/qwen-*.json
   ;;
 tests)
   # GPU tests by name, each optionally with environment settings after '@' (comma-separated), e.g.
