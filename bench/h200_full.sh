@@ -53,7 +53,7 @@ model)
   done
   step llama-bf16-kv_fp8 60 "$BIN/qcore" bench --model-config $L --format bf16 --kv kv_fp8 --concurrency 1,16,64 \
     --output 32 --json "$W/llama-bf16-kv_fp8.json"
-  for f in bf16 fp8; do
+  for f in $([ "${PREFILL:-1}" = 1 ] && echo bf16 fp8); do
     step "prefill-$f" 60 "$BIN/qcore" bench --model-config $L --format $f --prompt 2048 --output 2 --concurrency 1,4 \
       --json "$W/prefill-$f.json"
   done
