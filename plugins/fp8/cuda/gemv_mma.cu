@@ -1,4 +1,4 @@
-/* fp8 W8A8 decode linear (m <= 16) with W as the A operand of mma.m16n8k32 e4m3: weight bytes go from the 16-byte loads into the tensor cores unconverted */
+/* fp8 W8A8 decode linear (m <= 16) with W as the A operand of mma.m16n8k32 e4m3: weight bytes go from the 16-byte loads into the mma as they are */
 /*
  * Computed transposed, y^T = W xq^T: A = 16 rows of W by 32 k, B = xq^T (32 k by 8 x rows; a second mma
  * for x rows 8..15 when m > 8), f32 accumulation.  PTX ISA "Matrix Fragments for mma.m16n8k32" (8-bit
@@ -12,20 +12,25 @@
  * Mma h (0, 1) of the chunk takes A = {P.word[2h], Q.word[2h], P.word[2h+1], Q.word[2h+1]} and B =
  * {X.word[2h], X.word[2h+1]}: slot 4t+i is k = 64c + 16t + 8h + i, slot 16+4t+i is k + 4, in A and B
  * alike, and the two mmas of the four lanes t cover the chunk's 64 k once.  So a weight byte goes
- * from its load into the mma as it is: per chunk and 16 rows, 2 weight loads, 1 x load (2 at m > 8), 2
- * mmas (4), 4 adds (8).  Each chunk's two mmas start from zero and their sum is added into an f32
- * total (FP8 tensor cores may keep a shorter accumulator; this bounds a chain to 64 products).
+ * from its load into the mma as it is (sm_89: QMMA; sm_90 has no e4m3 mma.sync in hardware and ptxas
+ * converts the operands to f16 for HMMA there, F2FP: only wgmma takes e4m3 natively on Hopper): per
+ * chunk and 16 rows, 2 weight loads, 1 x load (2 at m > 8), 2 mmas (4).  A batch's mmas start from
+ * zero and their sum is added into an f32 total (FP8 tensor cores may keep a shorter accumulator; this
+ * bounds a chain to 64 U products); block mode scales each chunk's sum.
  *
  * Work: a block owns one 16-row tile of W (n0 = 16 blockIdx.x) and its KS = blockDim / 32 warps
- * split the chunks into contiguous slices of ceil(chunks / KS).  A warp issues the loads of U chunks
+ * split the chunks into contiguous slices of ceil(chunks / KS) (the host's plan: fp8_gemv_mma_ks in
+ * fp8_kernels.c, about one resident wave of 32 warps an SM).  A warp issues the loads of U chunks
  * (weights with ld.global.nc.L1::no_allocate, x through L1: every block reads it) before their mmas;
  * whole batches without predicates, then one predicated batch for the rest of its slice (at most U
  * chunks; a ragged last chunk of K reads zeros past k, k % 16 == 0).  The warps' totals meet in
  * shared memory and are added in warp order (deterministic), one output per thread.
  * FP8_MODE 0 channel: y = sum * (xs[i] * ws[j]); 1 tensor: sum * (xs[i] * ws[0]); 2 block: each chunk
  * lies in one 128-K group, tot = fmaf(chunk sum, xs[i, grp] * ws[j / 128, grp], tot), y = tot.  x rows
- * past m give zero B columns (no load) and are not stored; n % 16 == 0 (eligibility): every W row read
- * is < n.
+ * past m read row 0: they only feed D columns (x rows) that are not stored; n % 16 == 0 (eligibility):
+ * every W row read is < n.  The batch sizes U (2 at m <= 8, 1 at m > 8) keep a thread within 64
+ * registers (two 512-thread blocks an SM) without spills in the loops: 32 warps x 2 KB of weights in
+ * flight an SM.
  */
 #define GM_MAXKS 16
 #ifndef GM_U1
