@@ -67,7 +67,8 @@ static void descriptors(qc_runtime *rt) {
             printf("%s: k=4104: %s: %s\n", TEST, why.code, why.text);
         }
     }
-    /* the engine's default stays the older GEMV (the new one ties and registers later) */
+    /* the engine's default stays the older GEMV (the new one ties and registers later; FP8_GEMV_MMA_FIRST in
+       fp8_kernels.c flips it, and these lines with it) */
     static const struct {
         uint32_t scheme;
         int64_t m;
