@@ -171,7 +171,7 @@ static void references(qc_runtime *rt) {
 /* SASS of one cubin with nvdisasm (on PATH, else skipped): opcode counts, and the main loop's
  * instructions per 16 bytes of weights (the loop is the block that ends in a backward branch and holds
  * the most QMMAs; its weight loads are its LDG.E.128s without L1 allocation: .CONSTANT / .NA). */
-static void sass(const char *tmp, const char *id, const qc_cubin *c) {
+static void sass(const char *tmp, const char *id, const qc_cubin *c, int strict) {
     if (system("command -v nvdisasm >/dev/null 2>&1") != 0) {
         printf("%s: nvdisasm is not on PATH, SASS not counted\n", TEST);
         return;
@@ -235,13 +235,15 @@ static void sass(const char *tmp, const char *id, const qc_cubin *c) {
     printf("\n");
     /* sm_89 runs the e4m3 mma as QMMA; sm_90 has no QMMA for mma.sync: ptxas converts the operands to f16
        (F2FP) and runs HMMA (only wgmma takes e4m3 natively there) */
-    if (strstr(c->target, "sm_89"))
+    if (!strict) {
+        /* the older GEMV, for comparison: its loops only */
+    } else if (strstr(c->target, "sm_89"))
         CHECK(counts[I_QMMA] > 0 && counts[I_HMMA] == 0 && counts[I_F2FP] == 0 && counts[I_F2F] == 0,
               "%s %s: QMMA %zu, HMMA %zu, F2FP %zu, F2F %zu: the weights must go in as e4m3", id, c->target,
               counts[I_QMMA], counts[I_HMMA], counts[I_F2FP], counts[I_F2F]);
     else
         CHECK(counts[I_QMMA] + counts[I_HMMA] > 0, "%s %s: no MMA in the SASS", id, c->target);
-    CHECK(counts[I_LDL] + counts[I_STL] <= 8, "%s %s: local memory (LDL %zu, STL %zu)", id, c->target, counts[I_LDL],
+    CHECK(!strict || counts[I_LDL] + counts[I_STL] <= 8, "%s %s: local memory (LDL %zu, STL %zu)", id, c->target, counts[I_LDL],
           counts[I_STL]);
     /* every loop (a backward branch and the instructions from its target) holding MMAs and weight loads */
     int loops = 0;
@@ -265,7 +267,7 @@ static void sass(const char *tmp, const char *id, const qc_cubin *c) {
         printf("%s: %s %s loop at 0x%lx: %zu instructions, %zu MMA, %zu F2FP, %zu weight loads of 16 B: %.2f "
                "instructions (%.2f F2FP) per 16 B of weights\n",
                TEST, id, c->target, tgt, n, q, cv, wl, (double)n / (double)wl, (double)cv / (double)wl);
-        CHECK(lm == 0, "%s %s: %zu local-memory accesses in the loop at 0x%lx", id, c->target, lm, tgt);
+        CHECK(!strict || lm == 0, "%s %s: %zu local-memory accesses in the loop at 0x%lx", id, c->target, lm, tgt);
     }
     CHECK(loops > 0, "%s %s: no loop with MMAs and weight loads in the SASS", id, c->target);
 }
@@ -281,8 +283,10 @@ static void compiles(qc_runtime *rt) {
         if (tmp) nv_rm_rf(tmp);
         return;
     }
-    for (int i = 0; i < 3; i++) {
-        const qc_kernel_desc *k = qc_kernel_find(rt, IDS[i]);
+    static const char *const OLDS[3] = {"fp8.gemv_channel", "fp8.gemv_tensor", "fp8.gemv_block"};
+    for (int i = 0; i < 4; i++) { /* the three modes, then the older channel GEMV for comparison */
+        const int strict = i < 3;
+        const qc_kernel_desc *k = qc_kernel_find(rt, strict ? IDS[i] : OLDS[0]);
         if (!k) continue;
         for (int a = 0; a < 2; a++) {
             const int sm = a ? 90 : 89;
@@ -315,10 +319,10 @@ static void compiles(qc_runtime *rt) {
             printf("%s: %-22s %-7s %5.1f s, cubin %7zu B, %d registers, %d B spilled\n", TEST, k->id, c.target,
                    qc_now_seconds() - t0, c.size, regs, spill);
             /* at the 64-register cap ptxas may park a value or two outside the loops (none inside: sass()) */
-            CHECK(regs > 0 && regs <= 64 && spill <= 16, "%s for %s: %d registers (<= 64 wanted), %d bytes spilled",
+            CHECK(!strict || (regs > 0 && regs <= 64 && spill <= 16), "%s for %s: %d registers (<= 64 wanted), %d bytes spilled",
                   k->id, c.target, regs, spill);
             free(log);
-            sass(tmp, k->id, &c);
+            sass(tmp, k->id, &c, strict);
             qc_cubin_free(&c);
         }
     }
