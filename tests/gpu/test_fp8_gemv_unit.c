@@ -67,7 +67,40 @@ static void descriptors(qc_runtime *rt) {
             printf("%s: k=4104: %s: %s\n", TEST, why.code, why.text);
         }
     }
-    /* the engine's default stays the older GEMV (the new one ties and registers later; FP8_GEMV_MMA_FIRST in
+    /* fp8.gemv_wg_*: sm_90 only ("arch" elsewhere, though its range says 89+ to tie), channel and tensor */
+    static const char *const WGS[2] = {"fp8.gemv_wg_channel", "fp8.gemv_wg_tensor"};
+    for (int i = 0; i < 2; i++) {
+        const qc_kernel_desc *k = qc_kernel_find(rt, WGS[i]);
+        CHECK(k != NULL, "%s is not registered", WGS[i]);
+        if (!k) continue;
+        CHECK(k->m_min == 1 && k->m_max == 16 && k->arch.min_sm == 89 && k->arch.max_sm == QC_SM_ANY && k->reference &&
+                  k->n_params == 8,
+              "%s: descriptor", k->id);
+        qc_reason why;
+        for (int64_t m = 1; m <= 16; m += 5) {
+            qc_problem p = prob(90, m, 4096, 4000, SCHEMES[i]);
+            CHECK(qc_select_kernel(k, f, &p, 1, &why), "%s m=%lld refused: %s: %s", k->id, (long long)m, why.code,
+                  why.text);
+        }
+        expect_refused(k, f, prob(89, 1, 4096, 4096, SCHEMES[i]), "arch");
+        expect_refused(k, f, prob(100, 1, 4096, 4096, SCHEMES[i]), "arch");
+        expect_refused(k, f, prob(90, 1, 4096, 4096, 3), "scheme");
+        expect_refused(k, f, prob(90, 1, 4104, 4096, SCHEMES[i]), "align_n");
+        expect_refused(k, f, prob(90, 1, 4096, 4104, SCHEMES[i]), "align_k");
+        expect_refused(k, f, prob(90, 17, 4096, 4096, SCHEMES[i]), "m_range");
+        /* plan: the GEMV's tiles, KS a multiple of 4 (whole warpgroups), staging or reduction in shared memory */
+        for (int64_t m = 1; m <= 16; m += 15) {
+            qc_problem p = prob(90, m, 28672, 4096, SCHEMES[i]), p2 = prob(90, m, 4096, 14336, SCHEMES[i]);
+            qc_launch_dims d, d2;
+            k->launch_dims(&p, &d);
+            k->launch_dims(&p2, &d2);
+            CHECK(d.grid[0] == 28672 / 16 && d.block[0] == 128 && d2.grid[0] == 256 && d2.block[0] == 512 &&
+                      d.shared_bytes == 1024 + 8192 && d2.shared_bytes == 1024 + 32768,
+                  "%s plan m=%lld: grid %u block %u smem %u; grid %u block %u smem %u", k->id, (long long)m, d.grid[0],
+                  d.block[0], d.shared_bytes, d2.grid[0], d2.block[0], d2.shared_bytes);
+        }
+    }
+    /* the engine's default stays the older GEMV (the new one ties and registers later; FP8_GEMV_FIRST in
        fp8_kernels.c flips it, and these lines with it) */
     static const struct {
         uint32_t scheme;
@@ -177,9 +210,9 @@ static void sass(const char *tmp, const char *id, const qc_cubin *c, int strict)
         return;
     }
     static const char *const ops[] = {"QMMA", "HMMA", "LDG", "LDS", "STS", "F2FP", "F2F", "I2F", "FADD", "FFMA",
-                                      "LDL",  "STL",  "BAR", "BRA"};
+                                      "LDL",  "STL",  "BAR", "BRA",  "QGMMA"};
     enum { NOPS = sizeof ops / sizeof ops[0], I_QMMA = 0, I_HMMA = 1, I_F2FP = 5, I_F2F = 6, I_LDL = 10,
-           I_STL = 11 };
+           I_STL = 11, I_QGMMA = 14 };
     size_t counts[NOPS] = {0}, instr = 0;
     char path[1200], cmd[2600], line[512];
     snprintf(path, sizeof path, "%s/%s.cubin", tmp, c->key);
@@ -237,7 +270,11 @@ static void sass(const char *tmp, const char *id, const qc_cubin *c, int strict)
        (F2FP) and runs HMMA (only wgmma takes e4m3 natively there) */
     if (!strict) {
         /* the older GEMV, for comparison: its loops only */
-    } else if (strstr(c->target, "sm_89"))
+    } else if (strict == 2) /* wgmma with e4m3 straight from the loads */
+        CHECK(counts[I_QGMMA] > 0 && counts[I_HMMA] == 0 && counts[I_F2FP] == 0 && counts[I_F2F] == 0,
+              "%s %s: QGMMA %zu, HMMA %zu, F2FP %zu, F2F %zu: the weights must go in as e4m3", id, c->target,
+              counts[I_QGMMA], counts[I_HMMA], counts[I_F2FP], counts[I_F2F]);
+    else if (strstr(c->target, "sm_89"))
         CHECK(counts[I_QMMA] > 0 && counts[I_HMMA] == 0 && counts[I_F2FP] == 0 && counts[I_F2F] == 0,
               "%s %s: QMMA %zu, HMMA %zu, F2FP %zu, F2F %zu: the weights must go in as e4m3", id, c->target,
               counts[I_QMMA], counts[I_HMMA], counts[I_F2FP], counts[I_F2F]);
@@ -258,7 +295,7 @@ static void sass(const char *tmp, const char *id, const qc_cubin *c, int strict)
             if (addr[j] >= tgt) {
                 n++;
                 lm += strncmp(opc[j], "LDL", 3) == 0 || strncmp(opc[j], "STL", 3) == 0;
-                q += strncmp(opc[j], "QMMA", 4) == 0 || strncmp(opc[j], "HMMA", 4) == 0;
+                q += strncmp(opc[j], "QMMA", 4) == 0 || strncmp(opc[j], "HMMA", 4) == 0 || strncmp(opc[j], "QGMMA", 5) == 0;
                 cv += strncmp(opc[j], "F2FP", 4) == 0;
                 wl += (size_t)is_wload[j];
             }
@@ -325,6 +362,45 @@ static void compiles(qc_runtime *rt) {
             sass(tmp, k->id, &c, strict);
             qc_cubin_free(&c);
         }
+    }
+    /* fp8.gemv_wg_*: sm_90a; no serialized wgmma (C7512), no spills, QGMMA and no conversions */
+    static const char *const WGS[2] = {"fp8.gemv_wg_channel", "fp8.gemv_wg_tensor"};
+    for (int i = 0; i < 2; i++) {
+        const qc_kernel_desc *k = qc_kernel_find(rt, WGS[i]);
+        if (!k) continue;
+        const char *opts[8];
+        size_t no = 0;
+        for (; k->nvrtc_options && k->nvrtc_options[no] && no < 6; no++) opts[no] = k->nvrtc_options[no];
+        opts[no++] = "--ptxas-options=-v";
+        opts[no] = NULL;
+        qc_cubin c;
+        qc_reason why;
+        qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, opts, 90, 1, &c, &why);
+        CHECK(st == QC_OK, "%s for sm_90a: %s: %s", k->id, why.code, why.text);
+        if (st != QC_OK) continue;
+        char lpath[1200];
+        snprintf(lpath, sizeof lpath, "%s/%s.log", tmp, c.key);
+        char *log = nv_slurp(lpath, NULL);
+        int regs = -1, spill = 0, serial = 0;
+        for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+            const char *r = strstr(line, "Used ");
+            if (r && strstr(line, "registers")) regs = atoi(r + 5);
+            const char *sp = strstr(line, "bytes spill stores");
+            if (sp) {
+                const char *b = sp;
+                while (b > line && b[-1] == ' ') b--;
+                while (b > line && b[-1] >= '0' && b[-1] <= '9') b--;
+                spill += atoi(b);
+            }
+            serial |= strstr(line, "C7512") != NULL || strstr(line, "C7510") != NULL;
+        }
+        printf("%s: %-22s %-7s cubin %7zu B, %d registers, %d B spilled%s\n", TEST, k->id, c.target, c.size, regs, spill,
+               serial ? ", wgmma serialized" : "");
+        CHECK(regs > 0 && regs <= 128 && spill == 0 && !serial, "%s: %d registers, %d bytes spilled, serialized %d",
+              k->id, regs, spill, serial);
+        free(log);
+        sass(tmp, k->id, &c, 2);
+        qc_cubin_free(&c);
     }
     qc_nvrtc_destroy(nv);
     const char *keep = getenv("QC_KEEP_SASS");

@@ -22,6 +22,7 @@
 static const char *const NEW[3] = {"fp8.gemv_mma_channel", "fp8.gemv_mma_tensor", "fp8.gemv_mma_block"};
 static const char *const OLD[3] = {"fp8.gemv_channel", "fp8.gemv_tensor", "fp8.gemv_block"};
 static const char *const MODE[3] = {"channel", "tensor", "block"};
+static const char *const WG[2] = {"fp8.gemv_wg_channel", "fp8.gemv_wg_tensor"}; /* sm_90 only */
 
 typedef struct kern {
     const qc_kernel_desc *k;
@@ -35,7 +36,7 @@ typedef struct ctx {
     uint64_t rng;
     int sm;
     char *tmp;
-    kern knew[3], kold[3];
+    kern knew[3], kold[3], kwg[2];
     float lut[256];
 } ctx;
 
@@ -98,10 +99,9 @@ static double mag_of(const ctx *c, int mode, const host *h, int64_t i, int64_t j
     return mag;
 }
 
-/* One (mode, m, n, k): y poisoned with guard words, every output written once, against the C reference. */
-static void case_check(ctx *c, int mode, int64_t m, int64_t n, int64_t k) {
+/* One (kernel, mode, m, n, k): y poisoned with guard words, every output written once, against the C reference. */
+static void case_check_k(ctx *c, const kern *kn, int mode, int64_t m, int64_t n, int64_t k) {
     char err[512], label[160];
-    const kern *kn = &c->knew[mode];
     if (!kn->fn) return;
     host h = {.m = m, .n = n, .k = k, .kb = cdiv(k, 128)};
     h.nxs = mode == 2 ? m * h.kb : m;
@@ -170,6 +170,11 @@ static void case_check(ctx *c, int mode, int64_t m, int64_t n, int64_t k) {
     qc_gpu_free(c->g, &dxq), qc_gpu_free(c->g, &dxs), qc_gpu_free(c->g, &dw), qc_gpu_free(c->g, &dws);
     qc_gpu_free(c->g, &dy);
     free(h.xq), free(h.w), free(h.xs), free(h.ws), free(ref), free(got);
+}
+
+static void case_check(ctx *c, int mode, int64_t m, int64_t n, int64_t k) {
+    case_check_k(c, &c->knew[mode], mode, m, n, k);
+    if (mode < 2) case_check_k(c, &c->kwg[mode], mode, m, n, k);
 }
 
 /* ---- timings ---- */
@@ -263,10 +268,17 @@ static void timings(ctx *c) {
                 qc_launch_dims d;
                 c->knew[mode].k->launch_dims(&p, &d);
                 printf("  TIME %-7s %-7s m=%-2lld n=%-5lld k=%-5lld floor %6.2f us | %-16s %7.2f us %3.0f%% | %-20s "
-                       "%7.2f us %3.0f%% (KS %u) | new/old %.3fx\n",
+                       "%7.2f us %3.0f%% (KS %u) | new/old %.3fx",
                        shapes[si].name, MODE[mode], (long long)m, (long long)n, (long long)k, floor_us, OLD[mode], to,
                        to > 0 ? 100.0 * floor_us / to : 0.0, NEW[mode], tn, tn > 0 ? 100.0 * floor_us / tn : 0.0,
                        d.block[0] / 32, tn > 0 ? to / tn : 0.0);
+                if (mode == 0 && c->kwg[0].fn) {
+                    double tw = time_launch(c, &c->kwg[0], a, m, n, k, &b, err, sizeof err) * 1e3;
+                    c->kwg[0].k->launch_dims(&p, &d);
+                    printf(" | %s %7.2f us %3.0f%% (KS %u) wg/old %.3fx", WG[0], tw, tw > 0 ? 100.0 * floor_us / tw : 0.0,
+                           d.block[0] / 32, tw > 0 ? to / tw : 0.0);
+                }
+                printf("\n");
                 if (mode != 0 || !c->knew[0].fn) continue;
                 printf("  KS     %-7s %-7s m=%-2lld:", shapes[si].name, MODE[mode], (long long)m);
                 for (int ks = 1; ks <= 16; ks *= 2) {
@@ -311,6 +323,7 @@ int main(void) {
         for (int i = 0; st == QC_OK && i < 3; i++) {
             kload(&c, NEW[i], &c.knew[i]);
             kload(&c, OLD[i], &c.kold[i]);
+            if (i < 2 && c.sm == 90) kload(&c, WG[i], &c.kwg[i]);
         }
         if (st == QC_OK) {
             double t0 = qc_now_seconds();
