@@ -8,8 +8,11 @@
 # same cols, a8..a11 row g cols 16+4t.., a12..a15 row g+8; B: b0..b3 k rows 4t..4t+3 of column g, b4..b7 k rows
 # 16+4t..; D: c0, c1 row g cols 2t, 2t+1, c2, c3 row g+8), the promotion (per batch for channel / tensor, per chunk
 # with the 128-K group's scales for block), the shared-memory reduction in warp order, the epilogue's (row, col) and
-# scales, and the masked stores into a NaN-poisoned y.  Sums are float64 here, so the result must equal a float64
-# reference to rounding.  Exit 77 (skip) without numpy.
+# scales, and the masked stores into a NaN-poisoned y.  Then plugins/fp8/cuda/gemv_wg.cu (channel, tensor): the four
+# warps of a warpgroup on four K ranges, each lane's x words stored into 128-byte-swizzled atoms (one per chunk,
+# range and 8 x rows), B read back as wgmma reads a K-major swizzled operand (descriptor start + 32 h, SBO 1024),
+# one product per (chunk, step, range) of which warp r keeps D_r, the batch promotion, the same reduction.  Sums are
+# float64 here, so the result must equal a float64 reference to rounding.  Exit 77 (skip) without numpy.
 import os, sys
 try:
     import numpy as np
@@ -161,13 +164,120 @@ def run_block(ctx, bx, ks):
             y[row, col] = s if mode == 2 else s * (xs[row] * (ws[0] if mode == 1 else ws[col]))
 
 
+def a_matrix(A):
+    """16 x 32 A of one warp from its lanes' 4 registers (the m16n8k32 layout, also each warp's slice of wgmma A)."""
+    Am = np.full((16, 32), np.nan)
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        a = [c for w in A[lane] for c in w]
+        for i in range(16):
+            Am[g if (i < 4 or 8 <= i < 12) else g + 8, 4 * t + (i & 3) + (16 if i >= 8 else 0)] = LUT[a[i]]
+    return Am
+
+
+def swz(r, off):  # gw_swz: logical byte off (< 128) of row r in a 1024-byte atom, 128-byte swizzle
+    return r * 128 + ((((off >> 4) ^ r) & 7) << 4) + (off & 15)
+
+
+def read_b(smem, start, nrows):
+    """B (32 x nrows) as wgmma reads a K-major 128-byte-swizzled operand: descriptor start `start` (an atom base
+    plus 32 h), 8-row groups 1024 bytes apart (SBO), row r of a group at 128 r, the swizzle on the row's 16-byte
+    units (the hardware's address-bit XOR, the layout TMA writes for cuda/wgmma.cu)."""
+    atom, off0 = start & ~1023, start & 1023
+    Bm = np.full((32, nrows), np.nan)
+    for i in range(nrows):
+        base, r = atom + 1024 * (i >> 3), i & 7
+        for s in range(32):
+            Bm[s, i] = LUT[smem[base + swz(r, off0 + s)]]
+    return Bm
+
+
+def run_block_wg(ctx, bx, ks):
+    """cuda/gemv_wg.cu: warps in warpgroups of four, warp wq of a warpgroup on K range wq (its chunk slice), x
+    staged per range, one wgmma per (chunk, k32 step h, range r), warp wq keeping D_r for r == wq."""
+    mode, m, n, k, W, X, xs, ws, y = ctx
+    assert ks % 4 == 0 and mode < 2
+    NB = 2 if m > 8 else 1
+    U = 2 if NB == 1 else 1
+    n0 = bx * 16
+    nch = (k + 63) >> 6
+    cpw = (nch + ks - 1) // ks
+    zero = np.zeros(16, np.uint8)
+    red = {}
+    for wg in range(ks // 4):
+        tot = [[[[0.0] * 4 for _ in range(NB)] for _ in range(32)] for _ in range(4)]
+        for j in range(0, cpw, U):
+            smem = np.full(U * 4 * NB * 1024, 0x7F, np.uint8)  # NaN codes: a byte not staged shows
+            regs = [[None] * U for _ in range(4)]  # regs[wq][u][lane] = (P words, Q words)
+            for wq in range(4):
+                warp = 4 * wg + wq
+                c0 = min(warp * cpw, nch)
+                c1 = min(c0 + cpw, nch)
+                for u in range(U):
+                    c = c0 + j + u
+                    lanes = []
+                    for lane in range(32):
+                        g, t = lane >> 2, lane & 3
+                        ok = c < c1 and c * 64 + 16 * t < k
+                        kp = c * 64 + 16 * t
+                        P = W[n0 + g, kp:kp + 16] if ok else zero
+                        Q = W[n0 + g + 8, kp:kp + 16] if ok else zero
+                        lanes.append((words(P), words(Q)))
+                        for nb in range(NB):
+                            xrow = g + 8 * nb if g + 8 * nb < m else 0
+                            xv = words(X[xrow, kp:kp + 16] if ok else zero)
+                            at = ((u * 4 + wq) * NB + nb) * 1024
+                            for wi, off in enumerate((4 * t, 16 + 4 * t, 32 + 4 * t, 48 + 4 * t)):
+                                for b in range(4):
+                                    smem[at + swz(g, off) + b] = xv[wi][b]
+                    regs[wq][u] = lanes
+            D = [[[0.0] * (4 * NB) for _ in range(32)] for _ in range(4)]  # D[r][lane] of warp r's rows
+            for u in range(U):
+                for h in range(2):
+                    for r in range(4):
+                        Bm = read_b(smem, ((u * 4 + r) * NB) * 1024 + 32 * h, 8 * NB)
+                        wq = r  # only warp r keeps D_r: the other warps' rows of D_r are dropped
+                        A = [[regs[wq][u][l][0][2 * h], regs[wq][u][l][1][2 * h], regs[wq][u][l][0][2 * h + 1],
+                              regs[wq][u][l][1][2 * h + 1]] for l in range(32)]
+                        Dm = a_matrix(A) @ Bm
+                        for lane in range(32):
+                            g, t = lane >> 2, lane & 3
+                            for nb in range(NB):
+                                vals = [Dm[g, 8 * nb + 2 * t], Dm[g, 8 * nb + 2 * t + 1], Dm[g + 8, 8 * nb + 2 * t],
+                                        Dm[g + 8, 8 * nb + 2 * t + 1]]
+                                for e in range(4):
+                                    fresh = u == 0 and h == 0
+                                    D[r][lane][4 * nb + e] = vals[e] + (0.0 if fresh else D[r][lane][4 * nb + e])
+            for wq in range(4):
+                for lane in range(32):
+                    for nb in range(NB):
+                        for e in range(4):
+                            tot[wq][lane][nb][e] += D[wq][lane][4 * nb + e]
+        for wq in range(4):
+            warp = 4 * wg + wq
+            for l in range(32):
+                for nb in range(NB):
+                    for e in range(4):
+                        red[(warp * 4 * NB + 4 * nb + e) * 32 + l] = tot[wq][l][nb][e]
+    for v in range(128 * NB):
+        i, ln = v >> 5, v & 31
+        nb, e = i >> 2, i & 3
+        s = 0.0
+        for w in range(ks):
+            s += red[(w * 4 * NB + i) * 32 + ln]
+        row, col = 8 * nb + 2 * (ln & 3) + (e & 1), n0 + (ln >> 2) + 8 * (e >> 1)
+        if row < m:
+            assert np.isnan(y[row, col]), "y[%d,%d] written twice" % (row, col)
+            y[row, col] = s * (xs[row] * (ws[0] if mode == 1 else ws[col]))
+
+
 def codes(shape):
     c = rng.integers(0, 256, size=shape).astype(np.uint8)
     c[(c & 0x7F) == 0x7F] -= 1  # no NaN codes
     return c
 
 
-def case(mode, m, n, k, ks=None):
+def case(mode, m, n, k, ks=None, wg=False):
     W, X = codes((n, k)), codes((m, k))
     kb = (k + 127) // 128
     if mode == 2:
@@ -178,6 +288,8 @@ def case(mode, m, n, k, ks=None):
         ws = rng.uniform(0.5, 2.0, size=1 if mode == 1 else n)
     if ks is None:
         ks = ks_of(n, k)
+        if wg:
+            ks = max(4, (ks + 3) // 4 * 4)
     Wd, Xd = LUT[W], LUT[X]
     ref = np.zeros((m, n))
     mag = np.zeros((m, n))
@@ -196,13 +308,13 @@ def case(mode, m, n, k, ks=None):
     y = np.full((m, n), np.nan)
     ctx = (mode, m, n, k, W, X, xs, ws, y)
     for bx in range(n // 16):
-        run_block(ctx, bx, ks)
+        (run_block_wg if wg else run_block)(ctx, bx, ks)
     left = int(np.isnan(y).sum())
     err = np.abs(y - ref) / (mag * 1e-12 + 1e-300)
     worst = float(np.nanmax(err)) if left < m * n else float("inf")
     ok = left == 0 and worst <= 1.0
-    print("test_fp8_gemv_emu: %-7s m=%2d n=%3d k=%4d KS=%2d: %s, worst |d|/(1e-12 sum|xw|) %.3g%s" %
-          (["channel", "tensor", "block"][mode], m, n, k, ks, "ok" if ok else "FAIL", worst,
+    print("test_fp8_gemv_emu: %-4s %-7s m=%2d n=%3d k=%4d KS=%2d: %s, worst |d|/(1e-12 sum|xw|) %.3g%s" %
+          ("wg" if wg else "mma", ["channel", "tensor", "block"][mode], m, n, k, ks, "ok" if ok else "FAIL", worst,
            "" if left == 0 else ", %d outputs unwritten" % left))
     return ok
 
@@ -227,6 +339,14 @@ cases = [
     (2, 16, 16, 128, 16),
     (2, 3, 144, 272, 2),
     (0, 2, 16, 16, 1),
+]
+# cuda/gemv_wg.cu (channel / tensor): one and two warpgroups, both x tiles, ragged chunks, empty slices
+cases += [
+    (0, 1, 16, 64, None, True),
+    (0, 5, 32, 400, 4, True),
+    (1, 8, 16, 1040, 8, True),
+    (0, 9, 16, 208, 4, True),
+    (1, 16, 32, 272, 8, True),
 ]
 if os.environ.get("QC_FP8_GEMV_EMU_QUICK"):
     cases = cases[:3]
