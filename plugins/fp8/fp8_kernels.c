@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fp8_cuda_src.h" /* generated from cuda/ at build time: FP8_SRC_QUANT, _WGMMA, _GEMV, _MMA */
+#include "fp8_cuda_src.h" /* generated from cuda/ at build time: FP8_SRC_QUANT, _WGMMA, _GEMV, _GEMV_MMA, _GEMV_WG, _MMA */
 #include "fp8_internal.h"
 
 /*
@@ -27,6 +27,9 @@
 #define QA_THREADS 256
 #define GV_ROWS 16
 #define MM_T 64
+#define GM_SMS 132
+#define GM_WARPS_PER_SM 32
+#define GM_MAXKS 16 /* keep in step with cuda/gemv_mma.cu */
 
 static const char *const g_scheme_names[FP8_SCHEME_COUNT_] = {
     "channel", "tensor", "channel", "block", "tensor_static", "channel_static",
@@ -191,6 +194,35 @@ static void gemv_dims(const qc_problem *p, qc_launch_dims *d) {
     dims_1d(d, p->m > 0 && p->n > 0 ? cdiv(p->n, GV_ROWS) : 0, 256, 0);
 }
 
+/* fp8.gemv_mma_*: one 16-row W tile a block, KS warps splitting K (cuda/gemv_mma.cu).  KS doubles while
+ * the GPU holds the warps at once (132 SMs x 32 warps: 64 registers a thread) and each warp keeps at
+ * least two 64-K chunks; QC_FP8_GEMV_KS = 1..16 overrides it (tuning on the device: the kernel reads
+ * KS from blockDim).  The warps' totals meet in KS x 4 NB x 32 floats of shared memory (NB = 2 x
+ * tiles of 8 rows at m > 8). */
+static int fp8_gemv_mma_ks(int64_t n, int64_t k) {
+    if (n <= 0 || k <= 0) return 0;
+    const int64_t tiles = cdiv(n, 16), chunks = cdiv(k, 64);
+    int ks = 1;
+    while (ks < GM_MAXKS && tiles * ks * 2 <= GM_SMS * GM_WARPS_PER_SM && chunks >= 4 * ks) ks *= 2;
+    const char *e = getenv("QC_FP8_GEMV_KS");
+    if (e && atoi(e) >= 1 && atoi(e) <= GM_MAXKS) ks = atoi(e);
+    return ks;
+}
+static void gemv_mma_dims(const qc_problem *p, qc_launch_dims *d) {
+    const int ks = p->m > 0 && p->m <= GV_ROWS ? fp8_gemv_mma_ks(p->n, p->k) : 0;
+    dims_1d(d, ks ? cdiv(p->n, 16) : 0, 32u * (uint32_t)ks, (uint32_t)ks * (p->m > 8 ? 2u : 1u) * 4u * 32u * 4u);
+}
+
+/* fp8.gemv_wg_*: the same tiles and K split in warpgroups (KS a multiple of 4, up to 16); shared memory:
+ * 1024 (alignment of the 128-byte swizzle) + the larger of the x staging (8 KB a warpgroup) and the
+ * reduction */
+static void gemv_wg_dims(const qc_problem *p, qc_launch_dims *d) {
+    int ks = p->m > 0 && p->m <= GV_ROWS ? fp8_gemv_mma_ks(p->n, p->k) : 0;
+    if (ks > 0) ks = ks < 4 ? 4 : (ks + 3) / 4 * 4;
+    const uint32_t stage = (uint32_t)(ks / 4) * 8192u, red = (uint32_t)ks * (p->m > 8 ? 2u : 1u) * 512u;
+    dims_1d(d, ks ? cdiv(p->n, 16) : 0, 32u * (uint32_t)ks, 1024u + (stage > red ? stage : red));
+}
+
 /* 64 x 64 tiles, 4 warps */
 static void mma_dims(const qc_problem *p, qc_launch_dims *d) {
     memset(d, 0, sizeof *d);
@@ -254,6 +286,29 @@ ELIG(elig_wg_block, w8a8_scheme_ok, MODE_BLOCK, "fp8.gemm_block_wgmma")
 ELIG(elig_gv_channel, w8a8_scheme_ok, MODE_CHANNEL, "fp8.gemv_channel")
 ELIG(elig_gv_tensor, w8a8_scheme_ok, MODE_TENSOR, "fp8.gemv_tensor")
 ELIG(elig_gv_block, w8a8_scheme_ok, MODE_BLOCK, "fp8.gemv_block")
+/* fp8.gemv_mma_*: the device counts K's 64-byte chunks in an int */
+static int gm_ok(int mode, const qc_problem *p, const char *id, qc_reason *why) {
+    if (!n_ok(p, id, why)) return 0;
+    if (p->k >= (1ll << 31)) {
+        reason(why, "shape", "%s needs k below 2^31, layer has k = %lld", id, (long long)p->k);
+        return 0;
+    }
+    return w8a8_scheme_ok(mode, p, id, why);
+}
+static int elig_gm_channel(const qc_problem *p, qc_reason *why) { return gm_ok(MODE_CHANNEL, p, "fp8.gemv_mma_channel", why); }
+static int elig_gm_tensor(const qc_problem *p, qc_reason *why) { return gm_ok(MODE_TENSOR, p, "fp8.gemv_mma_tensor", why); }
+static int elig_gm_block(const qc_problem *p, qc_reason *why) { return gm_ok(MODE_BLOCK, p, "fp8.gemv_mma_block", why); }
+/* fp8.gemv_wg_*: wgmma is sm_90a's own (its range says 89+ so that it ties with the GEMVs above instead of
+ * outranking them before it is measured) */
+static int wg_ok(int mode, const qc_problem *p, const char *id, qc_reason *why) {
+    if (p->sm != 90) {
+        reason(why, "arch", "%s uses wgmma (sm_90a only), the device is sm_%u", id, p->sm);
+        return 0;
+    }
+    return gm_ok(mode, p, id, why);
+}
+static int elig_gw_channel(const qc_problem *p, qc_reason *why) { return wg_ok(MODE_CHANNEL, p, "fp8.gemv_wg_channel", why); }
+static int elig_gw_tensor(const qc_problem *p, qc_reason *why) { return wg_ok(MODE_TENSOR, p, "fp8.gemv_wg_tensor", why); }
 ELIG(elig_mm_channel, w8a8_scheme_ok, MODE_CHANNEL, "fp8.gemm_channel_mma")
 ELIG(elig_mm_tensor, w8a8_scheme_ok, MODE_TENSOR, "fp8.gemm_tensor_mma")
 ELIG(elig_mm_block, w8a8_scheme_ok, MODE_BLOCK, "fp8.gemm_block_mma")
@@ -346,6 +401,20 @@ static const kspec g_kernels[] = {
      P_W8A8, NP(P_W8A8), FN(tensor_ref), gemv_dims, elig_gv_tensor, 0},
     {"fp8.gemv_block", "qc_fp8_gemv_block", FP8_SRC_GEMV, OPT_MODE[2], {89, QC_SM_ANY}, QC_PHASE_ANY, 1, GV_ROWS,
      P_W8A8, NP(P_W8A8), FN(block_ref), gemv_dims, elig_gv_block, 0},
+    /* W as the e4m3 mma's A operand, no conversion: the same ranges as the GEMVs above and registered after
+       them (unless FP8_GEMV_FIRST), so the engine keeps those until this one's H200 times are in */
+    {"fp8.gemv_mma_channel", "qc_fp8_gemv_mma_channel", FP8_SRC_GEMV_MMA, OPT_MODE[0], {89, QC_SM_ANY}, QC_PHASE_ANY,
+     1, GV_ROWS, P_W8A8, NP(P_W8A8), FN(channel_ref), gemv_mma_dims, elig_gm_channel, 0},
+    {"fp8.gemv_mma_tensor", "qc_fp8_gemv_mma_tensor", FP8_SRC_GEMV_MMA, OPT_MODE[1], {89, QC_SM_ANY}, QC_PHASE_ANY,
+     1, GV_ROWS, P_W8A8, NP(P_W8A8), FN(tensor_ref), gemv_mma_dims, elig_gm_tensor, 0},
+    {"fp8.gemv_mma_block", "qc_fp8_gemv_mma_block", FP8_SRC_GEMV_MMA, OPT_MODE[2], {89, QC_SM_ANY}, QC_PHASE_ANY,
+     1, GV_ROWS, P_W8A8, NP(P_W8A8), FN(block_ref), gemv_mma_dims, elig_gm_block, 0},
+    /* the same on sm_90a with wgmma (no F2FP conversions: Hopper's mma.sync e4m3 is F2FP + HMMA); channel and
+       tensor only */
+    {"fp8.gemv_wg_channel", "qc_fp8_gemv_wg_channel", FP8_SRC_GEMV_WG, OPT_MODE[0], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
+     GV_ROWS, P_W8A8, NP(P_W8A8), FN(channel_ref), gemv_wg_dims, elig_gw_channel, 0},
+    {"fp8.gemv_wg_tensor", "qc_fp8_gemv_wg_tensor", FP8_SRC_GEMV_WG, OPT_MODE[1], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
+     GV_ROWS, P_W8A8, NP(P_W8A8), FN(tensor_ref), gemv_wg_dims, elig_gw_tensor, 0},
     {"fp8.gemm_channel_wgmma", "qc_fp8_gemm_channel_wgmma", FP8_SRC_WGMMA, OPT_MODE[0], {90, 90}, QC_PHASE_ANY,
      GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(channel_ref), wgmma_dims, elig_wg_channel, 1},
     {"fp8.gemm_tensor_wgmma", "qc_fp8_gemm_tensor_wgmma", FP8_SRC_WGMMA, OPT_MODE[1], {90, 90}, QC_PHASE_ANY,
@@ -372,9 +441,23 @@ static const kspec g_kernels[] = {
      P_QUANT, NP(P_QUANT), FN(quant_group_ref), quant_dims, elig_quant_group, 0},
 };
 
+/* Which decode GEMV the engine picks at m <= 16 (a tie on arch and M range goes to the first registered):
+ * 0 fp8.gemv_* (the table's order), 1 fp8.gemv_mma_* registered first, 2 fp8.gemv_wg_* (sm_90, channel
+ * and tensor) then fp8.gemv_mma_* first.  tests/gpu/test_fp8_unit.c and test_fp8_gemv_unit.c state the
+ * choice. */
+#define FP8_GEMV_FIRST 0
+
+static int gemv_rank(const kspec *s) { /* pass in which s registers */
+    if (FP8_GEMV_FIRST == 2 && strncmp(s->id, "fp8.gemv_wg_", 12) == 0) return 0;
+    if (FP8_GEMV_FIRST >= 1 && strncmp(s->id, "fp8.gemv_mma_", 13) == 0) return 1;
+    return 2;
+}
+
 qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
-    for (size_t i = 0; i < sizeof g_kernels / sizeof g_kernels[0]; i++) {
-        const kspec *s = &g_kernels[i];
+    const size_t n = sizeof g_kernels / sizeof g_kernels[0];
+    for (size_t j = 0; j < 3 * n; j++) { /* three passes, each in table order */
+        const kspec *s = &g_kernels[j % n];
+        if (gemv_rank(s) != (int)(j / n)) continue;
         qc_kernel_desc kd = {
             .struct_size = sizeof kd,
             .id = s->id,
