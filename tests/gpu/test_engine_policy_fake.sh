@@ -76,7 +76,7 @@ cat >"$tmp/mix.lua" <<'LUA'
 return { prepare = function() return { "w4a16", "fp8" } end,
          choose = function(q) if q.phase == "decode" and q.batch < 4 then return "w4a16" end return "fp8" end }
 LUA
-QCORE_TEST_FAIL_KERNEL=w4a16.gemv_sym "$QCORE" "${BENCH[@]}" --policy "$tmp/mix.lua" >"$tmp/fail.out" 2>&1 ||
+QCORE_TEST_FAIL_KERNEL=w4a16.gemv_frag_sym "$QCORE" "${BENCH[@]}" --policy "$tmp/mix.lua" >"$tmp/fail.out" 2>&1 ||
   bad "bench with a failing kernel exit $?"
 has "$tmp/fail.out" "b1-2 w4a16, b4 fp8"
 has "$tmp/fail.out" "failed on purpose (QCORE_TEST_FAIL_KERNEL) (at run time)"
