@@ -34,6 +34,15 @@
 
 typedef long long ll;
 
+/* wgmma exists on sm_90a only; other targets (the kernel's range says 89+ so that it ties with the other
+ * GEMVs; eligibility refuses them) build an empty kernel */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define GW_ON 1
+#else
+#define GW_ON 0
+#endif
+#if GW_ON
+
 __device__ __forceinline__ uint4 gw_ld_stream(const u8 *p) { /* weights are read once: keep them out of L1 */
     uint4 v;
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
@@ -157,10 +166,13 @@ __device__ __forceinline__ void gw_run(const u8 *xq, const float *xs, const u8 *
     }
 }
 
+#endif /* GW_ON */
+
 /* 4..16 warps (1..4 warpgroups) a block; dynamic shared memory: 1024 (alignment) + max(staging, reduction).
  * The four ranges' accumulators need more than 64 registers: at 64 ptxas serializes the wgmmas (C7512). */
 extern "C" __global__ void __launch_bounds__(512, 1) QC_ENTRY(const u8 *xq, const float *xs, const u8 *w, const float *ws,
                                                               float *y, ll m, ll n, ll k) {
+#if GW_ON
     extern __shared__ __align__(16) unsigned char gw_smem[];
     if (m <= 0 || m > 16 || n <= 0 || k <= 0 || k >= (1ll << 31) || (n & 15) || (k & 15) || (blockDim.x & 127) ||
         (ll)blockIdx.x * 16 >= n)
@@ -172,4 +184,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) QC_ENTRY(const u8 *xq, cons
         gw_run<2>(xq, xs, w, ws, y, (int)m, n, k, stage, red);
     else
         gw_run<1>(xq, xs, w, ws, y, (int)m, n, k, stage, red);
+#else
+    (void)xq, (void)xs, (void)w, (void)ws, (void)y, (void)m, (void)n, (void)k;
+#endif
 }
