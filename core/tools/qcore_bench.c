@@ -452,14 +452,6 @@ int cmd_bench(int argc, char **argv) {
                bf16_blocks ? (double)blocks / (double)bf16_blocks : 0.0, st.kv_budget_tokens, bf16_tokens,
                bf16_tokens ? (double)st.kv_budget_tokens / (double)bf16_tokens : 0.0);
     }
-    /* a short warm-up compiles nothing new later and captures the graph of batch 1 */
-    {
-        bench_opts w = o;
-        w.output = 4;
-        w.prompt = o.prompt < 32 ? o.prompt : 32;
-        bench_result r;
-        if (run_level(e, &shape, &w, 1, &r)) goto out;
-    }
     bench_result res[16];
     printf("\n%5s %5s %9s %11s %11s %10s %10s %9s %9s %11s\n", "conc", "reqs", "time s", "out tok/s", "all tok/s",
            "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "decode p50");
@@ -468,10 +460,10 @@ int cmd_bench(int argc, char **argv) {
         /* a short warm-up at this concurrency first: the kernels of its batch sizes load and their graphs
          * are captured outside the timed run */
         bench_opts w = o;
-        w.output = 3;
+        w.output = 4;
         w.prompt = o.prompt < 32 ? o.prompt : 32;
         bench_result wr;
-        if (o.conc[i] > 1 && run_level(e, &shape, &w, o.conc[i], &wr)) goto out;
+        if (run_level(e, &shape, &w, o.conc[i], &wr)) goto out;
         if (run_level(e, &shape, &o, o.conc[i], &res[i])) goto out;
         bench_result *r = &res[i];
         printf("%5d %5d %9.2f %11.1f %11.1f %8.1fms %8.1fms %7.2fms %7.2fms %9.2fms\n", r->concurrency, r->requests,
