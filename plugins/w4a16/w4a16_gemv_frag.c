@@ -1,4 +1,4 @@
-/* w4a16_gemv_frag.c - the decode GEMV with W as the mma A operand: nibbles straight into A fragments, no shared-memory ring. */
+/* w4a16_gemv_frag.c - the decode GEMVs with W as the mma A operand: nibbles straight into A fragments, from registers or a cp.async ring. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,8 +57,7 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
 
 #define W4F_MAX_KS 16
 
-#define W4F_SRC                                                                                                   \
-    "/* qcore w4a16 GEMV, W as the mma A operand: y[m,n] = x[m,k] . W4[n,k]^T, m <= 16, sym */\n"              \
+#define W4F_DEV                                                                                                   \
     "typedef unsigned int u32;\n"                                                                                 \
     "typedef unsigned short u16;\n"                                                                               \
     "typedef unsigned char u8;\n"                                                                                 \
@@ -187,6 +186,36 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "        }\n"                                                                                                 \
     "    }\n"                                                                                                     \
     "}\n"                                                                                                         \
+    "/* the K split: warps 1.. leave their totals, warp 0 adds them in warp order and stores */\n"    \
+    "template <int R, int NB>\n"    \
+    "__device__ __forceinline__ void w4f_finish(float (*acc)[NB][4], float *y, int m, int n, int n0, float *red) {\n" \
+    "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3, ks = blockDim.x >> 5;\n" \
+    "    constexpr int NA = R * NB * 4;\n"                                                                        \
+    "    if (ks > 1) {\n"                                                                                         \
+    "        if (warp > 0) {\n"                                                                                   \
+    "#pragma unroll\n"                                                                                            \
+    "            for (int i = 0; i < NA; i++) red[((warp - 1) * NA + i) * 32 + lane] = (&acc[0][0][0])[i];\n"     \
+    "        }\n"                                                                                                 \
+    "        __syncthreads();\n"                                                                                  \
+    "        if (warp == 0)\n"                                                                                    \
+    "            for (int w = 1; w < ks; w++)\n"                                                                  \
+    "#pragma unroll\n"                                                                                            \
+    "                for (int i = 0; i < NA; i++) (&acc[0][0][0])[i] += red[((w - 1) * NA + i) * 32 + lane];\n"   \
+    "        __syncthreads(); /* red is free again (the m > 8 path comes back for its second tile) */\n"         \
+    "    }\n"                                                                                                     \
+    "    if (warp > 0) return;\n"                                                                                 \
+    "#pragma unroll\n"                                                                                            \
+    "    for (int r = 0; r < R; r++)\n"                                                                           \
+    "#pragma unroll\n"                                                                                            \
+    "        for (int nb = 0; nb < NB; nb++)\n"                                                                   \
+    "#pragma unroll\n"                                                                                            \
+    "            for (int e = 0; e < 4; e++) {\n"                                                                 \
+    "                const int xi = 8 * nb + 2 * t + (e & 1), wi = n0 + 16 * r + g + 8 * (e >> 1);\n"             \
+    "                if (xi < m && wi < n) y[(ll)xi * n + wi] = acc[r][nb][e];\n"                                 \
+    "            }\n"                                                                                             \
+    "}\n"
+
+#define W4F_FRAG                                                                                                  \
     "template <int GW, int R, int NB>\n"                                                                          \
     "__device__ __forceinline__ void w4f_gemv(const u16 *x, const u8 *q, const u16 *sc, float *y, int m, int n, ll k,\n" \
     "                                         int n0, float *red) {\n"                                            \
@@ -229,31 +258,8 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "        if (c + 2 < c1) w4f_load<GW, R, NB>(s0, c + 2, qa, qb, sa, sb, xr, xok);\n"                          \
     "        w4f_compute<GW, R, NB>(s1, acc, c + 1, xr, xok);\n"                                                                  \
     "    }\n"                                                                                                     \
-    "    /* the K split: warps 1.. leave their totals, warp 0 adds them in warp order and stores */\n"            \
-    "    constexpr int NA = R * NB * 4;\n"                                                                        \
-    "    if (ks > 1) {\n"                                                                                         \
-    "        if (warp > 0) {\n"                                                                                   \
-    "#pragma unroll\n"                                                                                            \
-    "            for (int i = 0; i < NA; i++) red[((warp - 1) * NA + i) * 32 + lane] = (&acc[0][0][0])[i];\n"     \
-    "        }\n"                                                                                                 \
-    "        __syncthreads();\n"                                                                                  \
-    "        if (warp == 0)\n"                                                                                    \
-    "            for (int w = 1; w < ks; w++)\n"                                                                  \
-    "#pragma unroll\n"                                                                                            \
-    "                for (int i = 0; i < NA; i++) (&acc[0][0][0])[i] += red[((w - 1) * NA + i) * 32 + lane];\n"   \
-    "        __syncthreads(); /* red is free again (the m > 8 path comes back for its second tile) */\n"         \
-    "    }\n"                                                                                                     \
-    "    if (warp > 0) return;\n"                                                                                 \
-    "#pragma unroll\n"                                                                                            \
-    "    for (int r = 0; r < R; r++)\n"                                                                           \
-    "#pragma unroll\n"                                                                                            \
-    "        for (int nb = 0; nb < NB; nb++)\n"                                                                   \
-    "#pragma unroll\n"                                                                                            \
-    "            for (int e = 0; e < 4; e++) {\n"                                                                 \
-    "                const int xi = 8 * nb + 2 * t + (e & 1), wi = n0 + 16 * r + g + 8 * (e >> 1);\n"             \
-    "                if (xi < m && wi < n) y[(ll)xi * n + wi] = acc[r][nb][e];\n"                                 \
-    "            }\n"                                                                                             \
-    "}\n"                                                                                                         \
+    "    w4f_finish<R, NB>(acc, y, m, n, n0, red);\n"                                                            \
+    "}\n"                                                                                                    \
     "/* m > 8 (two n8 tiles of x) and g32 (four scale words a row a stage) run one 16-row tile at a time, the\n" \
     "   tiles of a 32-row block in turn: two W tiles would not fit 128 registers (the host plans R = 1 for them) */\n" \
     "template <int GW>\n"                                                                                         \
@@ -283,7 +289,164 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "    else if (gs == 32) w4f_go<1>(x, q, s, y, (int)m, (int)n, k, R, red);\n"                                            \
     "}\n"
 
-static const char W4F_SRC_SYM[] = W4F_SRC;
+#define W4R_RING                                                                                                  \
+    "/* cp.async: codes of a stage go global -> shared without registers, so bytes in flight no longer cost registers */\n" \
+    "__device__ __forceinline__ u32 w4r_sa(const void *p) { return (u32)__cvta_generic_to_shared(p); }\n"          \
+    "template <int B> __device__ __forceinline__ void w4r_cp(u32 dst, const void *src) {\n"                        \
+    "    if constexpr (B == 16) asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" ::\"r\"(dst), \"l\"(src) : \"memory\");\n" \
+    "    else asm volatile(\"cp.async.ca.shared.global [%0], [%1], %2;\" ::\"r\"(dst), \"l\"(src), \"n\"(B) : \"memory\");\n" \
+    "}\n"                                                                                                          \
+    "__device__ __forceinline__ void w4r_commit() { asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n"  \
+    "template <int N> __device__ __forceinline__ void w4r_wait() { asm volatile(\"cp.async.wait_group %0;\" ::\"n\"(N) : \"memory\"); }\n" \
+    "/* a warp's ring: W4R_S slots of one stage (two chunks, 256 codes): codes [4R items][32 lanes] x 16 B (item (2r +\n" \
+    "   row b) * 2 + chunk; a lane reads back only what it copied), then the stage's scales [32 rows] x 16 B */\n" \
+    "#define W4R_S 4\n"                                                                                            \
+    "template <int R> struct W4rRing {\n"                                                                          \
+    "    static constexpr int CODES = 4 * R * 32 * 16, SLOT = CODES + 32 * 16, BYTES = W4R_S * SLOT;\n"            \
+    "};\n"                                                                                                         \
+    "/* copy stage a (chunks 2a, 2a + 1) into slot sl */\n"                                                        \
+    "template <int GW, int R>\n"                                                                                   \
+    "__device__ __forceinline__ void w4r_issue(u32 ring, int sl, ll a, const u8 *const *qa, const u8 *const *qb,\n" \
+    "                                          const u16 *srow, int lane) {\n"                                     \
+    "    const u32 base = ring + sl * W4rRing<R>::SLOT;\n"                                                         \
+    "#pragma unroll\n"                                                                                             \
+    "    for (int r = 0; r < R; r++)\n"                                                                            \
+    "#pragma unroll\n"                                                                                             \
+    "        for (int b = 0; b < 2; b++)\n"                                                                        \
+    "#pragma unroll\n"                                                                                             \
+    "            for (int h = 0; h < 2; h++) {\n"                                                                  \
+    "                const u8 *src = (b ? qb[r] : qa[r]) + (2 * a + h) * 64;\n"                                    \
+    "                const u32 dst = base + (((2 * r + b) * 2 + h) * 32 + lane) * 16;\n"                           \
+    "                if constexpr (GW == 4) {\n"                                                                   \
+    "                    w4r_cp<16>(dst, src);\n"                                                                  \
+    "                } else if constexpr (GW == 2) {\n"                                                            \
+    "                    w4r_cp<8>(dst, src);\n"                                                                   \
+    "                    w4r_cp<8>(dst + 8, src + 32);\n"                                                          \
+    "                } else {\n"                                                                                   \
+    "#pragma unroll\n"                                                                                             \
+    "                    for (int l = 0; l < 4; l++) w4r_cp<4>(dst + 4 * l, src + 16 * l);\n"                      \
+    "                }\n"                                                                                          \
+    "            }\n"                                                                                              \
+    "    /* the stage's 2 x (4 / GW) f16 scales of row lane: 4, 8 or 16 bytes, aligned when k % 256 == 0 */\n"     \
+    "    if (srow) w4r_cp<16 / GW>(base + W4rRing<R>::CODES + lane * 16, srow + a * (8 / GW));\n"                  \
+    "}\n"                                                                                                          \
+    "/* chunk h of slot sl into the registers w4f_compute takes */\n"                                              \
+    "template <int GW, int R, int NB>\n"                                                                           \
+    "__device__ __forceinline__ void w4r_fill(W4fStage<R, NB> &s, const unsigned char *ring, int sl, int h, int lane) {\n" \
+    "    const unsigned char *base = ring + sl * W4rRing<R>::SLOT;\n"                                              \
+    "    const u32 *scl = (const u32 *)(base + W4rRing<R>::CODES);\n"                                              \
+    "    const int g = lane >> 2;\n"                                                                               \
+    "#pragma unroll\n"                                                                                             \
+    "    for (int r = 0; r < R; r++) {\n"                                                                          \
+    "        const uint4 A = *(const uint4 *)(base + (((2 * r) * 2 + h) * 32 + lane) * 16);\n"                     \
+    "        const uint4 B = *(const uint4 *)(base + (((2 * r + 1) * 2 + h) * 32 + lane) * 16);\n"                 \
+    "        s.wa[r][0] = A.x; s.wa[r][1] = A.y; s.wa[r][2] = A.z; s.wa[r][3] = A.w;\n"                            \
+    "        s.wb[r][0] = B.x; s.wb[r][1] = B.y; s.wb[r][2] = B.z; s.wb[r][3] = B.w;\n"                            \
+    "        const u32 *pa = scl + (16 * r + g) * 4, *pb = scl + (16 * r + g + 8) * 4;\n"                          \
+    "        if constexpr (GW == 4) {\n"                                                                           \
+    "            s.sa[r][0] = pa[0] >> (16 * h);\n"                                                                \
+    "            s.sb[r][0] = pb[0] >> (16 * h);\n"                                                                \
+    "        } else if constexpr (GW == 2) {\n"                                                                    \
+    "            s.sa[r][0] = pa[h];\n"                                                                            \
+    "            s.sb[r][0] = pb[h];\n"                                                                            \
+    "        } else {\n"                                                                                           \
+    "            s.sa[r][0] = pa[2 * h]; s.sa[r][1] = pa[2 * h + 1];\n"                                            \
+    "            s.sb[r][0] = pb[2 * h]; s.sb[r][1] = pb[2 * h + 1];\n"                                            \
+    "        }\n"                                                                                                  \
+    "    }\n"                                                                                                      \
+    "}\n"                                                                                                          \
+    "template <int GW, int R, int NB>\n"                                                                           \
+    "__device__ __forceinline__ void w4r_gemv(const u16 *x, const u8 *q, const u16 *sc, float *y, int m, int n, ll k,\n" \
+    "                                         int n0, unsigned char *smem) {\n"                                    \
+    "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;\n"               \
+    "    const int ks = blockDim.x >> 5;\n"                                                                        \
+    "    const ll ng = k / (32 * GW), stages = k >> 8;\n"                                                          \
+    "    const ll spw = (stages + ks - 1) / ks, a0 = warp * spw, a1 = a0 + spw < stages ? a0 + spw : stages;\n"    \
+    "    const int nst = a1 > a0 ? (int)(a1 - a0) : 0;\n"                                                          \
+    "    unsigned char *ring = smem + warp * W4rRing<R>::BYTES;\n"                                                 \
+    "    float *red = (float *)(smem + ks * W4rRing<R>::BYTES);\n"                                                 \
+    "    const u32 ring_sa = w4r_sa(ring);\n"                                                                      \
+    "    const u8 *qa[R], *qb[R];\n"                                                                               \
+    "    const u16 *xr[NB];\n"                                                                                     \
+    "    bool xok[NB];\n"                                                                                          \
+    "#pragma unroll\n"                                                                                             \
+    "    for (int r = 0; r < R; r++) {\n"                                                                          \
+    "        int ra = n0 + 16 * r + g, rb = ra + 8;\n"                                                             \
+    "        ra = ra < n ? ra : n - 1;\n"                                                                          \
+    "        rb = rb < n ? rb : n - 1;\n"                                                                          \
+    "        qa[r] = q + (ll)ra * (k / 2) + 4 * GW * t;\n"                                                         \
+    "        qb[r] = q + (ll)rb * (k / 2) + 4 * GW * t;\n"                                                         \
+    "    }\n"                                                                                                      \
+    "    /* lane i < 16 R copies the scales of tile row i (rows past n read row n - 1, as the codes do) */\n"      \
+    "    int sr = n0 + lane;\n"                                                                                    \
+    "    sr = sr < n ? sr : n - 1;\n"                                                                              \
+    "    const u16 *srow = lane < 16 * R ? sc + (ll)sr * ng : (const u16 *)0;\n"                                   \
+    "#pragma unroll\n"                                                                                             \
+    "    for (int nb = 0; nb < NB; nb++) {\n"                                                                      \
+    "        xok[nb] = g + 8 * nb < m;\n"                                                                          \
+    "        xr[nb] = x + (xok[nb] ? (ll)(g + 8 * nb) * k : 0) + 8 * GW * t;\n"                                    \
+    "    }\n"                                                                                                      \
+    "    float acc[R][NB][4];\n"                                                                                   \
+    "#pragma unroll\n"                                                                                             \
+    "    for (int r = 0; r < R; r++)\n"                                                                            \
+    "#pragma unroll\n"                                                                                             \
+    "        for (int nb = 0; nb < NB; nb++)\n"                                                                    \
+    "#pragma unroll\n"                                                                                             \
+    "            for (int e = 0; e < 4; e++) acc[r][nb][e] = 0.f;\n"                                               \
+    "    /* W4R_S - 1 stages in flight ahead of the one computed; a group is committed every step (empty ones too) so\n" \
+    "       wait_group counts stages */\n"                                                                         \
+    "#pragma unroll\n"                                                                                             \
+    "    for (int i = 0; i < W4R_S - 1; i++) {\n"                                                                  \
+    "        if (i < nst) w4r_issue<GW, R>(ring_sa, i, a0 + i, qa, qb, srow, lane);\n"                             \
+    "        w4r_commit();\n"                                                                                      \
+    "    }\n"                                                                                                      \
+    "    for (int i = 0; i < nst; i++) {\n"                                                                        \
+    "        const int nx = i + W4R_S - 1;\n"                                                                      \
+    "        if (nx < nst) w4r_issue<GW, R>(ring_sa, nx % W4R_S, a0 + nx, qa, qb, srow, lane);\n"                  \
+    "        w4r_commit();\n"                                                                                      \
+    "        w4r_wait<W4R_S - 1>();\n"                                                                             \
+    "        __syncwarp(); /* the scales were copied by other lanes */\n"                                          \
+    "        const int sl = i % W4R_S;\n"                                                                          \
+    "#pragma unroll\n"                                                                                             \
+    "        for (int h = 0; h < 2; h++) {\n"                                                                      \
+    "            W4fStage<R, NB> s;\n"                                                                             \
+    "            w4r_fill<GW, R, NB>(s, ring, sl, h, lane);\n"                                                     \
+    "            w4f_compute<GW, R, NB>(s, acc, 2 * (a0 + i) + h, xr, xok);\n"                                     \
+    "        }\n"                                                                                                  \
+    "        __syncwarp(); /* slot sl is refilled next step */\n"                                                  \
+    "    }\n"                                                                                                      \
+    "    w4r_wait<0>();\n"                                                                                         \
+    "    w4f_finish<R, NB>(acc, y, m, n, n0, red);\n"                                                              \
+    "}\n"                                                                                                          \
+    "extern \"C\" __global__ void __launch_bounds__(512) qc_w4r_gemv_sym(const u16 *x, const u8 *q, const u16 *s,\n" \
+    "        float *y, ll m, ll n, ll k, ll gs) {\n"                                                               \
+    "    extern __shared__ __align__(16) unsigned char smem[];\n"                                                  \
+    "    if (m <= 0 || m > 16 || n <= 0 || k <= 0 || (k & 255)) return;\n"                                         \
+    "    /* the host's tile count: R = 1 gives 16-row blocks (then 16 gridDim >= n), R = 2 32-row ones */\n"       \
+    "    const int R = (ll)gridDim.x * 16 >= n ? 1 : 2;\n"                                                         \
+    "    const int n0 = blockIdx.x * (16 * R);\n"                                                                  \
+    "    if (m > 8) { /* two n8 tiles of x: one 16-row tile at a time (two would spill at 128 registers) */\n"  \
+    "        for (int r = 0; r < R && n0 + 16 * r < n; r++) {\n"                                                  \
+    "            if (gs == 128) w4r_gemv<4, 1, 2>(x, q, s, y, (int)m, (int)n, k, n0 + 16 * r, smem);\n"           \
+    "            else if (gs == 64) w4r_gemv<2, 1, 2>(x, q, s, y, (int)m, (int)n, k, n0 + 16 * r, smem);\n"       \
+    "            else if (gs == 32) w4r_gemv<1, 1, 2>(x, q, s, y, (int)m, (int)n, k, n0 + 16 * r, smem);\n"       \
+    "            __syncthreads(); /* the ring and red are reused by the next tile */\n"                        \
+    "        }\n"                                                                                              \
+    "    } else if (R == 2) {\n"                                                                                   \
+    "        if (gs == 128) w4r_gemv<4, 2, 1>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                         \
+    "        else if (gs == 64) w4r_gemv<2, 2, 1>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                     \
+    "        else if (gs == 32) w4r_gemv<1, 2, 1>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                     \
+    "    } else {\n"                                                                                               \
+    "        if (gs == 128) w4r_gemv<4, 1, 1>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                         \
+    "        else if (gs == 64) w4r_gemv<2, 1, 1>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                     \
+    "        else if (gs == 32) w4r_gemv<1, 1, 1>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                     \
+    "    }\n"                                                                                                      \
+    "}\n"
+
+static const char W4F_SRC_SYM[] =
+    "/* qcore w4a16 GEMV, W as the mma A operand: y[m,n] = x[m,k] . W4[n,k]^T, m <= 16, sym */\n" W4F_DEV W4F_FRAG;
+static const char W4R_SRC_SYM[] =
+    "/* qcore w4a16 GEMV, W as the mma A operand, codes through a cp.async ring: m <= 16, sym */\n" W4F_DEV W4R_RING;
 
 /* ---- the launch plan (the device reads KS from blockDim and R from gridDim) ---- */
 
@@ -333,6 +496,47 @@ static void w4f_dims(const qc_problem *p, qc_launch_dims *d) {
     d->shared_bytes = w4f_red_bytes(p->m, &pl);
 }
 
+/* The ring GEMV: warps x R (16-row tiles a warp) wanted in all, 16 per SM:
+ * with W4R_S - 1 = 3 stages of 2R KiB ahead per warp, ~96 KiB in flight per
+ * SM, what the H200's ~1 us loaded latency at 4.8 TB/s needs with room to
+ * spare.  Shared memory per warp: W4R_S slots of (2R + 0.5) KiB. */
+#define W4R_WANT_WARP_TILES 2112
+#define W4R_SLOTS 4
+#define W4R_SLOT_BYTES(r) ((uint32_t)(4 * (r) * 32 * 16 + 32 * 16))
+
+/* R = 2 when there are at least two blocks per SM's worth of 16-row tiles;
+ * KS doubles while warps x R stay under the target and each warp keeps at
+ * least two stages (256 codes each).  QC_W4R_R and QC_W4R_KS override. */
+static void w4r_plan_of(int64_t m, int64_t n, int64_t k, w4f_plan *p) {
+    memset(p, 0, sizeof *p);
+    if (m <= 0 || n <= 0 || k < 256) return;
+    int64_t stages = k / 256, tiles = (n + 15) / 16;
+    p->r = tiles >= 2 * 264 ? 2 : 1;
+    const char *er = getenv("QC_W4R_R"), *ek = getenv("QC_W4R_KS");
+    if (er && (atoi(er) == 1 || atoi(er) == 2)) p->r = atoi(er);
+    if (tiles == 1) p->r = 1;
+    p->blocks = (tiles + p->r - 1) / p->r;
+    p->ks = 1;
+    while (p->ks < W4F_MAX_KS && p->blocks * p->ks * 2 * p->r <= W4R_WANT_WARP_TILES && stages >= 4 * p->ks)
+        p->ks *= 2;
+    if (ek) {
+        int v = atoi(ek);
+        if (v >= 1 && v <= W4F_MAX_KS) p->ks = v;
+    }
+}
+
+static void w4r_dims(const qc_problem *p, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    w4f_plan pl;
+    w4r_plan_of(p->m, p->n, p->k, &pl);
+    if (pl.blocks <= 0 || pl.blocks > 0x7fffffffLL) return;
+    d->grid[0] = (uint32_t)pl.blocks;
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = 32u * (uint32_t)pl.ks;
+    d->block[1] = d->block[2] = 1;
+    d->shared_bytes = (uint32_t)pl.ks * W4R_SLOTS * W4R_SLOT_BYTES(pl.r) + w4f_red_bytes(p->m, &pl);
+}
+
 /* ---- C reference: exactly the kernel's parameters, x as bf16 bits ---- */
 
 static void w4f_ref_sym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, float *y, int64_t m,
@@ -352,8 +556,8 @@ static void w4f_ref_sym(const uint16_t *xb, const uint8_t *qweight, const uint16
 
 /* ---- eligibility ---- */
 
-static int w4f_el_sym(const qc_problem *p, qc_reason *why) {
-    static const char id[] = "w4a16.gemv_frag_sym";
+/* id streams K in chunks of kc codes */
+static int w4f_el_common(const qc_problem *p, qc_reason *why, const char *id, int64_t kc) {
     uint32_t s = p->struct_size >= offsetof(qc_problem, scheme) + sizeof p->scheme ? p->scheme : 0;
     if (s == 0) s = W4A16_SCHEME_SYM;
     if (s == (W4A16_SCHEME_SYM | W4A16_SCHEME_PERM)) {
@@ -371,9 +575,9 @@ static int w4f_el_sym(const qc_problem *p, qc_reason *why) {
         return 0;
     }
     if (!w4_shape_ok(p->n, p->k, p->group_size, why)) return 0;
-    if (p->k % 128) {
-        w4_why(why, "align_k", "%s streams K in chunks of 128 codes, layer has K=%lld (w4a16.gemv_sym takes it)", id,
-               (long long)p->k);
+    if (p->k % kc) {
+        w4_why(why, "align_k", "%s streams K in chunks of %lld codes, layer has K=%lld (w4a16.gemv_sym takes it)", id,
+               (long long)kc, (long long)p->k);
         return 0;
     }
     if ((p->n + 15) / 16 > 0x7fffffffLL) {
@@ -383,6 +587,15 @@ static int w4f_el_sym(const qc_problem *p, qc_reason *why) {
     return 1;
 }
 
+static int w4f_el_sym(const qc_problem *p, qc_reason *why) {
+    return w4f_el_common(p, why, "w4a16.gemv_frag_sym", 128);
+}
+
+/* 256: a ring stage is two chunks, and its scales (4, 8 or 16 bytes a row) are one aligned cp.async */
+static int w4r_el_sym(const qc_problem *p, qc_reason *why) {
+    return w4f_el_common(p, why, "w4a16.gemv_ring_sym", 256);
+}
+
 /* ---- registration ---- */
 
 static const qc_kernel_param w4f_p_sym[] = {
@@ -390,12 +603,13 @@ static const qc_kernel_param w4f_p_sym[] = {
     {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},        {"group_size", QC_PARAM_I64},
 };
 
-/* Registered before w4a16.gemv_sym, which it ties with in the engine's
- * selection (same arch and M range): measured faster on the H200, it is
- * the default for symmetric weights with K a multiple of 128. */
+/* Both are registered before w4a16.gemv_sym, which they tie with in the
+ * engine's selection (same arch and M range), the ring first: measured
+ * faster on the H200 (docs/perf.md).  QC_W4R_LAST=1 registers the ring
+ * after the fragment GEMV (A/B runs of the engine). */
 qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
-    qc_kernel_desc d = {
-        .struct_size = sizeof d,
+    qc_kernel_desc f = {
+        .struct_size = sizeof f,
         .id = "w4a16.gemv_frag_sym",
         .format = "w4a16",
         .phases = QC_PHASE_ANY,
@@ -410,5 +624,15 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
         .launch_dims = w4f_dims,
         .eligible = w4f_el_sym,
     };
-    return api->register_kernel(host, &d);
+    qc_kernel_desc r = f;
+    r.id = "w4a16.gemv_ring_sym";
+    r.cuda_source = W4R_SRC_SYM;
+    r.cuda_entry = "qc_w4r_gemv_sym";
+    r.launch_dims = w4r_dims;
+    r.eligible = w4r_el_sym;
+    const char *last = getenv("QC_W4R_LAST");
+    int ring_first = !(last && atoi(last) == 1);
+    qc_status st = api->register_kernel(host, ring_first ? &r : &f);
+    if (st != QC_OK) return st;
+    return api->register_kernel(host, ring_first ? &f : &r);
 }
