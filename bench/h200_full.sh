@@ -5,6 +5,7 @@
 #   bash bench/h200_full.sh kernels   # GPU tests with their timings, gemm-bench beside the anchors, SDPA anchors
 #   bash bench/h200_full.sh model     # crossover (gemm part + policies vs fixed formats), seed 002's table, prefill
 #   bash bench/h200_full.sh prefill   # a traced 2048-token prefill per format and where its time goes
+#   DECODE="w4a16 w4a16@QC_W4R_LAST=1" bash bench/h200_full.sh decode   # batch-1 decode A/B, one traced
 #   TESTS="t1 t2@VAR=v" bash bench/h200_full.sh tests   # named GPU tests (+ crossover parts in CROSS_PARTS)
 # Writes everything under $OUT and packs each part's files into one tar ($OUT/<part>.tar.xz: a device call brings
 # back at most 8 files), then prints a short summary.  Environment: TESTS (kernels part), BIN (.device/bin).
@@ -77,6 +78,26 @@ tests)
   [ -n "${CROSS_PARTS:-}" ] && step crossover ${CROSS_T:-200} env OUT="$W/crossover" PARTS="$CROSS_PARTS" \
     CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
   ;;
+decode)
+  # batch-1 decode of Llama-3-8B per format, each optionally with environment settings after '@' (A/B runs of a
+  # kernel switch), e.g. DECODE="w4a16 w4a16@QC_W4R_LAST=1"; then a traced run of the first one, per kernel
+  L=configs/llama-3-8b.json
+  for spec in ${DECODE:-w4a16}; do
+    f=${spec%%@*} envs=""
+    [ "$f" != "$spec" ] && envs=${spec#*@}
+    name=$f${envs:+-$(echo "$envs" | tr ',=' '__')}
+    step "decode-$name" 60 env ${envs//,/ } "$BIN/qcore" bench --model-config $L --format $f --concurrency 1 \
+      --output 64 --json "$W/decode-$name.json"
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); l=d['levels'][0]; print(sys.argv[2], 'decode p50 %.3f ms, floor %.3f ms = %.1f%%' % (l['decode_step_ms'], d['decode_floor_ms'], 100*d['decode_floor_ms']/l['decode_step_ms']))" "$W/decode-$name.json" "$name" | tee -a "$W/decode.txt"
+  done
+  first=${DECODE:-w4a16}; first=${first%% *}; f=${first%%@*} envs=""
+  [ "$f" != "$first" ] && envs=${first#*@}
+  step "trace-decode-$f" 90 env ${envs//,/ } QCORE_TRACE="$W/trace-decode.json" "$BIN/qcore" bench --model-config $L \
+    --format $f --prompt 16 --output 64 --concurrency 1 --no-graphs
+  step trace-decode-summary 30 python3 "$HERE/trace_summary.py" "$W/trace-decode.json" --top 25
+  rm -f "$W/trace-decode.json"
+  cat "$W/decode.txt" "$W/trace-decode-summary.txt"
+  ;;
 prefill)
   # where a 2048-token prefill's time goes, per format: one traced run each (graphs off, every launch timed
   # by events), summarized per kernel over the launches of the prompt (M = 2048) and the kernels around them
@@ -89,7 +110,7 @@ prefill)
   done
   ;;
 *)
-  echo "h200_full.sh: unknown part '$part' (kernels, model, tests or prefill)" >&2
+  echo "h200_full.sh: unknown part '$part' (kernels, model, tests, decode or prefill)" >&2
   exit 2
   ;;
 esac

@@ -1,4 +1,5 @@
 /* w4a16_gemv_frag.c - the decode GEMVs with W as the mma A operand: nibbles straight into A fragments, from registers or a cp.async ring. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,15 +84,18 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"((u16)h));\n"                                             \
     "    return f;\n"                                                                                             \
     "}\n"                                                                                                         \
-    "/* codes: streamed once, kept out of L1 */\n"                                                                \
+    "/* codes: streamed once, kept out of L1 (W4F_L2: an L2 prefetch size, \".L2::256B\", for tuning runs) */\n"  \
+    "#ifndef W4F_L2\n"                                                                                          \
+    "#define W4F_L2 \"\"\n"                                                                                     \
+    "#endif\n"                                                                \
     "template <int GW> __device__ __forceinline__ void w4f_ldq(const u8 *p, u32 *w) {\n"                          \
     "    if constexpr (GW == 4) {\n"                                                                              \
-    "        asm(\"ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\"\n"                                  \
+    "        asm(\"ld.global.nc.L1::no_allocate\" W4F_L2 \".v4.u32 {%0,%1,%2,%3}, [%4];\"\n"                                  \
     "            : \"=r\"(w[0]), \"=r\"(w[1]), \"=r\"(w[2]), \"=r\"(w[3]) : \"l\"(p));\n"                        \
     "    } else if constexpr (GW == 2) {\n"                                                                       \
-    "        asm(\"ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];\" : \"=r\"(w[0]), \"=r\"(w[1]) : \"l\"(p));\n" \
+    "        asm(\"ld.global.nc.L1::no_allocate\" W4F_L2 \".v2.u32 {%0,%1}, [%2];\" : \"=r\"(w[0]), \"=r\"(w[1]) : \"l\"(p));\n" \
     "    } else {\n"                                                                                              \
-    "        asm(\"ld.global.nc.L1::no_allocate.u32 %0, [%1];\" : \"=r\"(w[0]) : \"l\"(p));\n"                     \
+    "        asm(\"ld.global.nc.L1::no_allocate\" W4F_L2 \".u32 %0, [%1];\" : \"=r\"(w[0]) : \"l\"(p));\n"                     \
     "    }\n"                                                                                                     \
     "}\n"                                                                                                         \
     "/* one chunk (128 codes) of a warp's rows: codes of rows g and g + 8 per tile, their scale words (x is read\n" \
@@ -290,156 +294,134 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "}\n"
 
 #define W4R_RING                                                                                                  \
-    "/* cp.async: codes of a stage go global -> shared without registers, so bytes in flight no longer cost registers */\n" \
+    "/* cp.async: a stage goes global -> shared without registers, so bytes in flight no longer cost registers */\n" \
     "__device__ __forceinline__ u32 w4r_sa(const void *p) { return (u32)__cvta_generic_to_shared(p); }\n"          \
-    "template <int B> __device__ __forceinline__ void w4r_cp(u32 dst, const void *src) {\n"                        \
-    "    if constexpr (B == 16) asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" ::\"r\"(dst), \"l\"(src) : \"memory\");\n" \
-    "    else asm volatile(\"cp.async.ca.shared.global [%0], [%1], %2;\" ::\"r\"(dst), \"l\"(src), \"n\"(B) : \"memory\");\n" \
+    "__device__ __forceinline__ void w4r_cp16(u32 dst, const void *src) {\n"                                       \
+    "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" ::\"r\"(dst), \"l\"(src) : \"memory\");\n"     \
     "}\n"                                                                                                          \
     "__device__ __forceinline__ void w4r_commit() { asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n"  \
     "template <int N> __device__ __forceinline__ void w4r_wait() { asm volatile(\"cp.async.wait_group %0;\" ::\"n\"(N) : \"memory\"); }\n" \
-    "/* a warp's ring: W4R_S slots of one stage (two chunks, 256 codes): codes [4R items][32 lanes] x 16 B (item (2r +\n" \
-    "   row b) * 2 + chunk; a lane reads back only what it copied), then the stage's scales [32 rows] x 16 B */\n" \
-    "#define W4R_S 4\n"                                                                                            \
-    "template <int R> struct W4rRing {\n"                                                                          \
-    "    static constexpr int CODES = 4 * R * 32 * 16, SLOT = CODES + 32 * 16, BYTES = W4R_S * SLOT;\n"            \
+    "/* A warp streams one 16-row tile; a stage is 8 chunks (1024 codes): 512 contiguous bytes of each row, copied one\n" \
+    "   row per instruction (lane l the l-th 16 bytes), then the rows' 8 x (4 / GW) f16 scales.  W4R_S slots. */\n" \
+    "#define W4R_S 3\n"                                                                                            \
+    "template <int GW> struct W4rRing {\n"                                                                         \
+    "    static constexpr int CODES = 16 * 512, SCALES = 16 * 16 * (4 / GW), SLOT = CODES + SCALES, BYTES = W4R_S * SLOT;\n" \
     "};\n"                                                                                                         \
-    "/* copy stage a (chunks 2a, 2a + 1) into slot sl */\n"                                                        \
-    "template <int GW, int R>\n"                                                                                   \
-    "__device__ __forceinline__ void w4r_issue(u32 ring, int sl, ll a, const u8 *const *qa, const u8 *const *qb,\n" \
-    "                                          const u16 *srow, int lane) {\n"                                     \
-    "    const u32 base = ring + sl * W4rRing<R>::SLOT;\n"                                                         \
-    "#pragma unroll\n"                                                                                             \
-    "    for (int r = 0; r < R; r++)\n"                                                                            \
-    "#pragma unroll\n"                                                                                             \
-    "        for (int b = 0; b < 2; b++)\n"                                                                        \
-    "#pragma unroll\n"                                                                                             \
-    "            for (int h = 0; h < 2; h++) {\n"                                                                  \
-    "                const u8 *src = (b ? qb[r] : qa[r]) + (2 * a + h) * 64;\n"                                    \
-    "                const u32 dst = base + (((2 * r + b) * 2 + h) * 32 + lane) * 16;\n"                           \
-    "                if constexpr (GW == 4) {\n"                                                                   \
-    "                    w4r_cp<16>(dst, src);\n"                                                                  \
-    "                } else if constexpr (GW == 2) {\n"                                                            \
-    "                    w4r_cp<8>(dst, src);\n"                                                                   \
-    "                    w4r_cp<8>(dst + 8, src + 32);\n"                                                          \
-    "                } else {\n"                                                                                   \
-    "#pragma unroll\n"                                                                                             \
-    "                    for (int l = 0; l < 4; l++) w4r_cp<4>(dst + 4 * l, src + 16 * l);\n"                      \
-    "                }\n"                                                                                          \
-    "            }\n"                                                                                              \
-    "    /* the stage's 2 x (4 / GW) f16 scales of row lane: 4, 8 or 16 bytes, aligned when k % 256 == 0 */\n"     \
-    "    if (srow) w4r_cp<16 / GW>(base + W4rRing<R>::CODES + lane * 16, srow + a * (8 / GW));\n"                  \
+    "/* XOR swizzle of a row's byte offsets (16-byte units stay whole) so that the fragment reads of one phase hit\n" \
+    "   distinct banks: rows g, g + 1 (16-byte reads, 8 lanes a phase), g..g + 3 (8-byte, 16 lanes), g..g + 7 (4-byte) */\n" \
+    "template <int GW> __device__ __forceinline__ int w4r_swz(int row) {\n"                                        \
+    "    if constexpr (GW == 4) return (row & 1) << 6;\n"                                                          \
+    "    else if constexpr (GW == 2) return ((row & 1) << 6) | ((row & 2) << 4);\n"                                \
+    "    else return (row & 7) << 4;\n"                                                                            \
     "}\n"                                                                                                          \
-    "/* chunk h of slot sl into the registers w4f_compute takes */\n"                                              \
-    "template <int GW, int R, int NB>\n"                                                                           \
-    "__device__ __forceinline__ void w4r_fill(W4fStage<R, NB> &s, const unsigned char *ring, int sl, int h, int lane) {\n" \
-    "    const unsigned char *base = ring + sl * W4rRing<R>::SLOT;\n"                                              \
-    "    const u32 *scl = (const u32 *)(base + W4rRing<R>::CODES);\n"                                              \
-    "    const int g = lane >> 2;\n"                                                                               \
+    "/* copy stage a (codes a * 1024 ..) of the tile's rows into slot sl */\n"                                     \
+    "template <int GW>\n"                                                                                          \
+    "__device__ __forceinline__ void w4r_issue(u32 ring, int sl, ll a, const u8 *q0, ll rowb, const u16 *s0, ll ng,\n" \
+    "                                          int lane, int nrows) {\n"                                           \
+    "    const u32 base = ring + sl * W4rRing<GW>::SLOT;\n"                                                        \
     "#pragma unroll\n"                                                                                             \
-    "    for (int r = 0; r < R; r++) {\n"                                                                          \
-    "        const uint4 A = *(const uint4 *)(base + (((2 * r) * 2 + h) * 32 + lane) * 16);\n"                     \
-    "        const uint4 B = *(const uint4 *)(base + (((2 * r + 1) * 2 + h) * 32 + lane) * 16);\n"                 \
-    "        s.wa[r][0] = A.x; s.wa[r][1] = A.y; s.wa[r][2] = A.z; s.wa[r][3] = A.w;\n"                            \
-    "        s.wb[r][0] = B.x; s.wb[r][1] = B.y; s.wb[r][2] = B.z; s.wb[r][3] = B.w;\n"                            \
-    "        const u32 *pa = scl + (16 * r + g) * 4, *pb = scl + (16 * r + g + 8) * 4;\n"                          \
-    "        if constexpr (GW == 4) {\n"                                                                           \
-    "            s.sa[r][0] = pa[0] >> (16 * h);\n"                                                                \
-    "            s.sb[r][0] = pb[0] >> (16 * h);\n"                                                                \
-    "        } else if constexpr (GW == 2) {\n"                                                                    \
-    "            s.sa[r][0] = pa[h];\n"                                                                            \
-    "            s.sb[r][0] = pb[h];\n"                                                                            \
-    "        } else {\n"                                                                                           \
-    "            s.sa[r][0] = pa[2 * h]; s.sa[r][1] = pa[2 * h + 1];\n"                                            \
-    "            s.sb[r][0] = pb[2 * h]; s.sb[r][1] = pb[2 * h + 1];\n"                                            \
-    "        }\n"                                                                                                  \
+    "    for (int r = 0; r < 16; r++) {\n"                                                                         \
+    "        const int rr = r < nrows ? r : nrows - 1; /* rows past n read the last one, not stored */\n"          \
+    "        w4r_cp16(base + r * 512 + ((16 * lane) ^ w4r_swz<GW>(r)), q0 + rr * rowb + a * 512 + 16 * lane);\n"   \
+    "    }\n"                                                                                                      \
+    "    /* scales: row r's 8 (4 / GW) f16 are (4 / GW) units of 16 bytes; 16 (4 / GW) units in all */\n"          \
+    "#pragma unroll\n"                                                                                             \
+    "    for (int u = lane; u < 16 * (4 / GW); u += 32) {\n"                                                       \
+    "        const int r = u / (4 / GW), p = u % (4 / GW), rr = r < nrows ? r : nrows - 1;\n"                      \
+    "        w4r_cp16(base + W4rRing<GW>::CODES + u * 16, s0 + rr * ng + a * 8 * (4 / GW) + p * 8);\n"             \
     "    }\n"                                                                                                      \
     "}\n"                                                                                                          \
-    "template <int GW, int R, int NB>\n"                                                                           \
+    "/* chunk j of one row of slot sl: the words and scale words w4f_load would have loaded for it */\n"           \
+    "template <int GW>\n"                                                                                          \
+    "__device__ __forceinline__ void w4r_row(u32 *w, u32 *sc, const unsigned char *base, int row, int j, int t) {\n" \
+    "    const unsigned char *rp = base + row * 512;\n"                                                            \
+    "    const int sw = w4r_swz<GW>(row), o = j * 64;\n"                                                           \
+    "    if constexpr (GW == 4) {\n"                                                                               \
+    "        const uint4 v = *(const uint4 *)(rp + ((o + 16 * t) ^ sw));\n"                                        \
+    "        w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;\n"                                                    \
+    "    } else if constexpr (GW == 2) {\n"                                                                        \
+    "        const uint2 v0 = *(const uint2 *)(rp + ((o + 8 * t) ^ sw)), v1 = *(const uint2 *)(rp + ((o + 32 + 8 * t) ^ sw));\n" \
+    "        w[0] = v0.x; w[1] = v0.y; w[2] = v1.x; w[3] = v1.y;\n"                                                \
+    "    } else {\n"                                                                                               \
+    "#pragma unroll\n"                                                                                             \
+    "        for (int l = 0; l < 4; l++) w[l] = *(const u32 *)(rp + ((o + 16 * l + 4 * t) ^ sw));\n"               \
+    "    }\n"                                                                                                      \
+    "    const unsigned char *sp = base + W4rRing<GW>::CODES + row * 16 * (4 / GW);\n"                             \
+    "    if constexpr (GW == 4) sc[0] = *(const u16 *)(sp + 2 * j);\n"                                             \
+    "    else if constexpr (GW == 2) sc[0] = *(const u32 *)(sp + 4 * j);\n"                                        \
+    "    else { sc[0] = *(const u32 *)(sp + 8 * j); sc[1] = *(const u32 *)(sp + 8 * j + 4); }\n"                   \
+    "}\n"                                                                                                          \
+    "/* chunk j of slot sl into the registers w4f_compute takes: rows g and g + 8 of lane (g, t) */\n"             \
+    "template <int GW, int NB>\n"                                                                                  \
+    "__device__ __forceinline__ void w4r_fill(W4fStage<1, NB> &s, const unsigned char *ring, int sl, int j, int lane) {\n" \
+    "    const unsigned char *base = ring + sl * W4rRing<GW>::SLOT;\n"                                             \
+    "    w4r_row<GW>(s.wa[0], s.sa[0], base, lane >> 2, j, lane & 3);\n"                                           \
+    "    w4r_row<GW>(s.wb[0], s.sb[0], base, (lane >> 2) + 8, j, lane & 3);\n"                                     \
+    "}\n"                                                                                                          \
+    "template <int GW, int NB>\n"                                                                                  \
     "__device__ __forceinline__ void w4r_gemv(const u16 *x, const u8 *q, const u16 *sc, float *y, int m, int n, ll k,\n" \
     "                                         int n0, unsigned char *smem) {\n"                                    \
     "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;\n"               \
     "    const int ks = blockDim.x >> 5;\n"                                                                        \
-    "    const ll ng = k / (32 * GW), stages = k >> 8;\n"                                                          \
+    "    const ll ng = k / (32 * GW), stages = k >> 10;\n"                                                         \
     "    const ll spw = (stages + ks - 1) / ks, a0 = warp * spw, a1 = a0 + spw < stages ? a0 + spw : stages;\n"    \
     "    const int nst = a1 > a0 ? (int)(a1 - a0) : 0;\n"                                                          \
-    "    unsigned char *ring = smem + warp * W4rRing<R>::BYTES;\n"                                                 \
-    "    float *red = (float *)(smem + ks * W4rRing<R>::BYTES);\n"                                                 \
+    "    unsigned char *ring = smem + warp * W4rRing<GW>::BYTES;\n"                                                \
+    "    float *red = (float *)(smem + ks * W4rRing<GW>::BYTES);\n"                                                \
     "    const u32 ring_sa = w4r_sa(ring);\n"                                                                      \
-    "    const u8 *qa[R], *qb[R];\n"                                                                               \
+    "    const int nrows = n - n0 < 16 ? n - n0 : 16;\n"                                                           \
+    "    const u8 *q0 = q + (ll)n0 * (k / 2);\n"                                                                   \
+    "    const u16 *s0 = sc + (ll)n0 * ng;\n"                                                                      \
     "    const u16 *xr[NB];\n"                                                                                     \
     "    bool xok[NB];\n"                                                                                          \
-    "#pragma unroll\n"                                                                                             \
-    "    for (int r = 0; r < R; r++) {\n"                                                                          \
-    "        int ra = n0 + 16 * r + g, rb = ra + 8;\n"                                                             \
-    "        ra = ra < n ? ra : n - 1;\n"                                                                          \
-    "        rb = rb < n ? rb : n - 1;\n"                                                                          \
-    "        qa[r] = q + (ll)ra * (k / 2) + 4 * GW * t;\n"                                                         \
-    "        qb[r] = q + (ll)rb * (k / 2) + 4 * GW * t;\n"                                                         \
-    "    }\n"                                                                                                      \
-    "    /* lane i < 16 R copies the scales of tile row i (rows past n read row n - 1, as the codes do) */\n"      \
-    "    int sr = n0 + lane;\n"                                                                                    \
-    "    sr = sr < n ? sr : n - 1;\n"                                                                              \
-    "    const u16 *srow = lane < 16 * R ? sc + (ll)sr * ng : (const u16 *)0;\n"                                   \
     "#pragma unroll\n"                                                                                             \
     "    for (int nb = 0; nb < NB; nb++) {\n"                                                                      \
     "        xok[nb] = g + 8 * nb < m;\n"                                                                          \
     "        xr[nb] = x + (xok[nb] ? (ll)(g + 8 * nb) * k : 0) + 8 * GW * t;\n"                                    \
     "    }\n"                                                                                                      \
-    "    float acc[R][NB][4];\n"                                                                                   \
+    "    float acc[1][NB][4];\n"                                                                                   \
     "#pragma unroll\n"                                                                                             \
-    "    for (int r = 0; r < R; r++)\n"                                                                            \
+    "    for (int nb = 0; nb < NB; nb++)\n"                                                                        \
     "#pragma unroll\n"                                                                                             \
-    "        for (int nb = 0; nb < NB; nb++)\n"                                                                    \
-    "#pragma unroll\n"                                                                                             \
-    "            for (int e = 0; e < 4; e++) acc[r][nb][e] = 0.f;\n"                                               \
+    "        for (int e = 0; e < 4; e++) acc[0][nb][e] = 0.f;\n"                                                   \
     "    /* W4R_S - 1 stages in flight ahead of the one computed; a group is committed every step (empty ones too) so\n" \
     "       wait_group counts stages */\n"                                                                         \
     "#pragma unroll\n"                                                                                             \
     "    for (int i = 0; i < W4R_S - 1; i++) {\n"                                                                  \
-    "        if (i < nst) w4r_issue<GW, R>(ring_sa, i, a0 + i, qa, qb, srow, lane);\n"                             \
+    "        if (i < nst) w4r_issue<GW>(ring_sa, i, a0 + i, q0, k / 2, s0, ng, lane, nrows);\n"                    \
     "        w4r_commit();\n"                                                                                      \
     "    }\n"                                                                                                      \
     "    for (int i = 0; i < nst; i++) {\n"                                                                        \
     "        const int nx = i + W4R_S - 1;\n"                                                                      \
-    "        if (nx < nst) w4r_issue<GW, R>(ring_sa, nx % W4R_S, a0 + nx, qa, qb, srow, lane);\n"                  \
+    "        if (nx < nst) w4r_issue<GW>(ring_sa, nx % W4R_S, a0 + nx, q0, k / 2, s0, ng, lane, nrows);\n"         \
     "        w4r_commit();\n"                                                                                      \
     "        w4r_wait<W4R_S - 1>();\n"                                                                             \
-    "        __syncwarp(); /* the scales were copied by other lanes */\n"                                          \
+    "        __syncwarp(); /* the slot was copied by every lane */\n"                                              \
     "        const int sl = i % W4R_S;\n"                                                                          \
-    "#pragma unroll\n"                                                                                             \
-    "        for (int h = 0; h < 2; h++) {\n"                                                                      \
-    "            W4fStage<R, NB> s;\n"                                                                             \
-    "            w4r_fill<GW, R, NB>(s, ring, sl, h, lane);\n"                                                     \
-    "            w4f_compute<GW, R, NB>(s, acc, 2 * (a0 + i) + h, xr, xok);\n"                                     \
+    "#pragma unroll 2\n"                                                                                           \
+    "        for (int j = 0; j < 8; j++) {\n"                                                                      \
+    "            W4fStage<1, NB> s;\n"                                                                             \
+    "            w4r_fill<GW, NB>(s, ring, sl, j, lane);\n"                                                        \
+    "            w4f_compute<GW, 1, NB>(s, acc, 8 * (a0 + i) + j, xr, xok);\n"                                     \
     "        }\n"                                                                                                  \
     "        __syncwarp(); /* slot sl is refilled next step */\n"                                                  \
     "    }\n"                                                                                                      \
     "    w4r_wait<0>();\n"                                                                                         \
-    "    w4f_finish<R, NB>(acc, y, m, n, n0, red);\n"                                                              \
+    "    w4f_finish<1, NB>(acc, y, m, n, n0, red);\n"                                                              \
     "}\n"                                                                                                          \
-    "extern \"C\" __global__ void __launch_bounds__(512) qc_w4r_gemv_sym(const u16 *x, const u8 *q, const u16 *s,\n" \
+    "extern \"C\" __global__ void __launch_bounds__(256) qc_w4r_gemv_sym(const u16 *x, const u8 *q, const u16 *s,\n" \
     "        float *y, ll m, ll n, ll k, ll gs) {\n"                                                               \
     "    extern __shared__ __align__(16) unsigned char smem[];\n"                                                  \
-    "    if (m <= 0 || m > 16 || n <= 0 || k <= 0 || (k & 255)) return;\n"                                         \
-    "    /* the host's tile count: R = 1 gives 16-row blocks (then 16 gridDim >= n), R = 2 32-row ones */\n"       \
-    "    const int R = (ll)gridDim.x * 16 >= n ? 1 : 2;\n"                                                         \
-    "    const int n0 = blockIdx.x * (16 * R);\n"                                                                  \
-    "    if (m > 8) { /* two n8 tiles of x: one 16-row tile at a time (two would spill at 128 registers) */\n"  \
-    "        for (int r = 0; r < R && n0 + 16 * r < n; r++) {\n"                                                  \
-    "            if (gs == 128) w4r_gemv<4, 1, 2>(x, q, s, y, (int)m, (int)n, k, n0 + 16 * r, smem);\n"           \
-    "            else if (gs == 64) w4r_gemv<2, 1, 2>(x, q, s, y, (int)m, (int)n, k, n0 + 16 * r, smem);\n"       \
-    "            else if (gs == 32) w4r_gemv<1, 1, 2>(x, q, s, y, (int)m, (int)n, k, n0 + 16 * r, smem);\n"       \
-    "            __syncthreads(); /* the ring and red are reused by the next tile */\n"                        \
-    "        }\n"                                                                                              \
-    "    } else if (R == 2) {\n"                                                                                   \
-    "        if (gs == 128) w4r_gemv<4, 2, 1>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                         \
-    "        else if (gs == 64) w4r_gemv<2, 2, 1>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                     \
-    "        else if (gs == 32) w4r_gemv<1, 2, 1>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                     \
+    "    if (m <= 0 || m > 16 || n <= 0 || k <= 0 || (k & 1023)) return;\n"                                        \
+    "    const int n0 = blockIdx.x * 16; /* n < 2^31 (eligibility) */\n"                                           \
+    "    if (m > 8) {\n"                                                                                           \
+    "        if (gs == 128) w4r_gemv<4, 2>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                            \
+    "        else if (gs == 64) w4r_gemv<2, 2>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                        \
+    "        else if (gs == 32) w4r_gemv<1, 2>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                        \
     "    } else {\n"                                                                                               \
-    "        if (gs == 128) w4r_gemv<4, 1, 1>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                         \
-    "        else if (gs == 64) w4r_gemv<2, 1, 1>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                     \
-    "        else if (gs == 32) w4r_gemv<1, 1, 1>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                     \
+    "        if (gs == 128) w4r_gemv<4, 1>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                            \
+    "        else if (gs == 64) w4r_gemv<2, 1>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                        \
+    "        else if (gs == 32) w4r_gemv<1, 1>(x, q, s, y, (int)m, (int)n, k, n0, smem);\n"                        \
     "    }\n"                                                                                                      \
     "}\n"
 
@@ -496,32 +478,29 @@ static void w4f_dims(const qc_problem *p, qc_launch_dims *d) {
     d->shared_bytes = w4f_red_bytes(p->m, &pl);
 }
 
-/* The ring GEMV: warps x R (16-row tiles a warp) wanted in all, 16 per SM:
- * with W4R_S - 1 = 3 stages of 2R KiB ahead per warp, ~96 KiB in flight per
- * SM, what the H200's ~1 us loaded latency at 4.8 TB/s needs with room to
- * spare.  Shared memory per warp: W4R_S slots of (2R + 0.5) KiB. */
-#define W4R_WANT_WARP_TILES 2112
-#define W4R_SLOTS 4
-#define W4R_SLOT_BYTES(r) ((uint32_t)(4 * (r) * 32 * 16 + 32 * 16))
+/* The ring GEMV: one 16-row tile a warp, K split over KS <= 8 warps of a
+ * block.  Warps wanted in all: 8 per SM of an H200, what its shared memory
+ * holds (W4R_S = 3 slots of 8 KiB of codes and their scales a warp): with
+ * two stages ahead, up to 16 KiB in flight a warp, ~128 KiB an SM. */
+#define W4R_WANT_WARPS 1056
+#define W4R_MAX_KS 8
+#define W4R_SLOTS 3
+#define W4R_SLOT_BYTES(g) ((uint32_t)(16 * 512 + 16 * 16 * 4 * 32 / (g)))
 
-/* R = 2 when there are at least two blocks per SM's worth of 16-row tiles;
- * KS doubles while warps x R stay under the target and each warp keeps at
- * least two stages (256 codes each).  QC_W4R_R and QC_W4R_KS override. */
+/* KS doubles while the warps stay under the target and each keeps at least
+ * two stages (1024 codes each).  QC_W4R_KS overrides. */
 static void w4r_plan_of(int64_t m, int64_t n, int64_t k, w4f_plan *p) {
     memset(p, 0, sizeof *p);
-    if (m <= 0 || n <= 0 || k < 256) return;
-    int64_t stages = k / 256, tiles = (n + 15) / 16;
-    p->r = tiles >= 2 * 264 ? 2 : 1;
-    const char *er = getenv("QC_W4R_R"), *ek = getenv("QC_W4R_KS");
-    if (er && (atoi(er) == 1 || atoi(er) == 2)) p->r = atoi(er);
-    if (tiles == 1) p->r = 1;
-    p->blocks = (tiles + p->r - 1) / p->r;
+    if (m <= 0 || n <= 0 || k < 1024) return;
+    int64_t stages = k / 1024, tiles = (n + 15) / 16;
+    p->r = 1;
+    p->blocks = tiles;
     p->ks = 1;
-    while (p->ks < W4F_MAX_KS && p->blocks * p->ks * 2 * p->r <= W4R_WANT_WARP_TILES && stages >= 4 * p->ks)
-        p->ks *= 2;
+    while (p->ks < W4R_MAX_KS && p->blocks * p->ks * 2 <= W4R_WANT_WARPS && stages >= 2 * p->ks) p->ks *= 2;
+    const char *ek = getenv("QC_W4R_KS");
     if (ek) {
         int v = atoi(ek);
-        if (v >= 1 && v <= W4F_MAX_KS) p->ks = v;
+        if (v >= 1 && v <= W4R_MAX_KS) p->ks = v;
     }
 }
 
@@ -529,12 +508,12 @@ static void w4r_dims(const qc_problem *p, qc_launch_dims *d) {
     memset(d, 0, sizeof *d);
     w4f_plan pl;
     w4r_plan_of(p->m, p->n, p->k, &pl);
-    if (pl.blocks <= 0 || pl.blocks > 0x7fffffffLL) return;
+    if (pl.blocks <= 0 || pl.blocks > 0x7fffffffLL || p->group_size < 32) return;
     d->grid[0] = (uint32_t)pl.blocks;
     d->grid[1] = d->grid[2] = 1;
     d->block[0] = 32u * (uint32_t)pl.ks;
     d->block[1] = d->block[2] = 1;
-    d->shared_bytes = (uint32_t)pl.ks * W4R_SLOTS * W4R_SLOT_BYTES(pl.r) + w4f_red_bytes(p->m, &pl);
+    d->shared_bytes = (uint32_t)pl.ks * W4R_SLOTS * W4R_SLOT_BYTES(p->group_size) + w4f_red_bytes(p->m, &pl);
 }
 
 /* ---- C reference: exactly the kernel's parameters, x as bf16 bits ---- */
@@ -591,9 +570,9 @@ static int w4f_el_sym(const qc_problem *p, qc_reason *why) {
     return w4f_el_common(p, why, "w4a16.gemv_frag_sym", 128);
 }
 
-/* 256: a ring stage is two chunks, and its scales (4, 8 or 16 bytes a row) are one aligned cp.async */
+/* 1024: a ring stage is 512 bytes of each row, and its scales are whole aligned 16-byte copies */
 static int w4r_el_sym(const qc_problem *p, qc_reason *why) {
-    return w4f_el_common(p, why, "w4a16.gemv_ring_sym", 256);
+    return w4f_el_common(p, why, "w4a16.gemv_ring_sym", 1024);
 }
 
 /* ---- registration ---- */
@@ -630,6 +609,13 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
     r.cuda_entry = "qc_w4r_gemv_sym";
     r.launch_dims = w4r_dims;
     r.eligible = w4r_el_sym;
+    /* QC_W4F_L2=128B|256B: the fragment GEMV's code loads with that L2 prefetch size (tuning runs) */
+    static char src_l2[sizeof W4F_SRC_SYM + 64];
+    const char *l2 = getenv("QC_W4F_L2");
+    if (l2 && (!strcmp(l2, "128B") || !strcmp(l2, "256B"))) {
+        snprintf(src_l2, sizeof src_l2, "#define W4F_L2 \".L2::%s\"\n%s", l2, W4F_SRC_SYM);
+        f.cuda_source = src_l2;
+    }
     const char *last = getenv("QC_W4R_LAST");
     int ring_first = !(last && atoi(last) == 1);
     qc_status st = api->register_kernel(host, ring_first ? &r : &f);

@@ -32,13 +32,13 @@ static void correctness(ctx *c, kern *kf) {
         }
 }
 
-/* The ring GEMV (K % 256 == 0): every group, odd tile counts, stage counts of 1..56 a warp, the K split forced to
- * 1, 3 and 16 warps (warps without stages, ragged ends) and R forced to 1 and 2, M over 1..16. */
+/* The ring GEMV (K % 1024 == 0): every group, odd tile counts and n % 16 != 0, stage counts of 1..14 a warp, the K
+ * split forced to 1, 3, 8 and 2 warps (warps without stages, ragged ends), M over 1..16. */
 static void correctness_ring(ctx *c, kern *kr) {
-    static const int64_t shapes[][2] = {{8, 256},    {24, 768},   {40, 512},   {1000, 1280}, {4104, 2304},
-                                        {72, 14336}, {264, 4352}, {136, 1536}, {4096, 4096}};
+    static const int64_t shapes[][2] = {{8, 1024},   {24, 2048},  {40, 1024},  {1000, 3072}, {4104, 2048},
+                                        {72, 14336}, {264, 5120}, {136, 1024}, {4096, 4096}};
     static const int64_t ms[] = {1, 2, 5, 8, 9, 16};
-    static const char *const forced[][2] = {{NULL, NULL}, {"1", "1"}, {"3", "2"}, {"16", "1"}, {"2", "2"}};
+    static const char *const forced[] = {NULL, "1", "3", "8", "2"};
     for (uint32_t g = 32; g <= 128; g *= 2)
         for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
             int64_t n = shapes[sh][0], k = shapes[sh][1];
@@ -46,14 +46,12 @@ static void correctness_ring(ctx *c, kern *kr) {
             if (wt_make(c, &w, 0, g, n, k, 1) == 0)
                 for (size_t f = 0; f < sizeof forced / sizeof forced[0]; f++) {
                     if (f && sh % 2 != (f % 2)) continue; /* the forced plans on half the shapes each */
-                    if (forced[f][0]) {
-                        setenv("QC_W4R_KS", forced[f][0], 1);
-                        setenv("QC_W4R_R", forced[f][1], 1);
-                        printf("  (K split %s, R %s)\n", forced[f][0], forced[f][1]);
+                    if (forced[f]) {
+                        setenv("QC_W4R_KS", forced[f], 1);
+                        printf("  (K split %s)\n", forced[f]);
                     }
                     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) run_case(c, kr->k, kr->fn, &w, ms[i], 0);
                     unsetenv("QC_W4R_KS");
-                    unsetenv("QC_W4R_R");
                 }
             wt_free(c, &w);
         }
