@@ -1,4 +1,4 @@
-/* test_gpu_w4a16_frag.c - w4a16.gemv_frag_sym and gemv_ring_sym against their C reference and a double sum; times against the W4 floor, beside w4a16.gemv_sym. */
+/* test_gpu_w4a16_frag.c - w4a16.gemv_frag_sym against its C reference and a double sum; times against the W4 floor, beside w4a16.gemv_sym. */
 #define _GNU_SOURCE
 #include <math.h>
 
@@ -32,33 +32,8 @@ static void correctness(ctx *c, kern *kf) {
         }
 }
 
-/* The ring GEMV (K % 1024 == 0): every group, odd tile counts and n % 16 != 0, stage counts of 1..14 a warp, the K
- * split forced to 1, 3, 8 and 2 warps (warps without stages, ragged ends), M over 1..16. */
-static void correctness_ring(ctx *c, kern *kr) {
-    static const int64_t shapes[][2] = {{8, 1024},   {24, 2048},  {40, 1024},  {1000, 3072}, {4104, 2048},
-                                        {72, 14336}, {264, 5120}, {136, 1024}, {4096, 4096}};
-    static const int64_t ms[] = {1, 2, 5, 8, 9, 16};
-    static const char *const forced[] = {NULL, "1", "3", "8", "2"};
-    for (uint32_t g = 32; g <= 128; g *= 2)
-        for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
-            int64_t n = shapes[sh][0], k = shapes[sh][1];
-            wt w;
-            if (wt_make(c, &w, 0, g, n, k, 1) == 0)
-                for (size_t f = 0; f < sizeof forced / sizeof forced[0]; f++) {
-                    if (f && sh % 2 != (f % 2)) continue; /* the forced plans on half the shapes each */
-                    if (forced[f]) {
-                        setenv("QC_W4R_KS", forced[f], 1);
-                        printf("  (K split %s)\n", forced[f]);
-                    }
-                    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) run_case(c, kr->k, kr->fn, &w, ms[i], 0);
-                    unsetenv("QC_W4R_KS");
-                }
-            wt_free(c, &w);
-        }
-}
-
 /* Llama-3-8B shapes (o, qkv, gate_up, down) at M = 1, 4, 16, every group; the older GEMV beside it. */
-static void timing(ctx *c, kern *kf, kern *old, kern *kr) {
+static void timing(ctx *c, kern *kf, kern *old) {
     static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
     static const int64_t ms[] = {1, 4, 16};
     for (size_t sh = 0; sh < 4; sh++)
@@ -70,9 +45,8 @@ static void timing(ctx *c, kern *kf, kern *old, kern *kr) {
             wt w;
             if (wt_make(c, &w, 0, g, n, k, ncopy) == 0)
                 for (size_t i = 0; i < 3; i++) {
-                    if (kr->fn) run_case(c, kr->k, kr->fn, &w, ms[i], REPS);
                     run_case(c, kf->k, kf->fn, &w, ms[i], REPS);
-                    if (old->fn && ms[i] == 1) run_case(c, old->k, old->fn, &w, ms[i], REPS);
+                    if (old->fn) run_case(c, old->k, old->fn, &w, ms[i], REPS);
                 }
             wt_free(c, &w);
         }
@@ -93,20 +67,18 @@ int main(void) {
         CHECK(st == QC_OK, "w4a16 plugin: %s", err);
         c.f = qc_format_find(c.rt, "w4a16");
         CHECK(c.f != NULL, "no w4a16 format");
-        kern kf, old, kr;
+        kern kf, old;
         memset(&kf, 0, sizeof kf);
         memset(&old, 0, sizeof old);
-        memset(&kr, 0, sizeof kr);
         if (c.f && load_kernel(&c, &kf, "w4a16.gemv_frag_sym") == 0) {
             load_kernel(&c, &old, "w4a16.gemv_sym");
             double t0 = qc_now_seconds();
-            if (load_kernel(&c, &kr, "w4a16.gemv_ring_sym") == 0) correctness_ring(&c, &kr);
-            if (!getenv("QC_W4_RING_ONLY")) correctness(&c, &kf);
+            correctness(&c, &kf);
             printf("%s: correctness cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             measure_copy(&c);
             if (c.copy_gbs > 0 && !getenv("QC_W4_NO_TIMING")) {
                 t0 = qc_now_seconds();
-                timing(&c, &kf, &old, &kr);
+                timing(&c, &kf, &old);
                 printf("%s: timing cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             }
         }
