@@ -500,14 +500,14 @@ __device__ __forceinline__ int qc_ldi(const int *p) {
 }
 /* one block (K then V, 32 D bytes) into ring buffer `st` (shared address),
  * D / 16 copies per lane: lane copies chunk (lane & 7) of rows 4 (lane >> 3)
- * + k at d 128 (the V swizzle is then the same for all its k, so one offset
- * and immediates), chunk (lane & 3) of rows 8 (lane >> 2) / 8 ... at d 64
- * (one row of 4 chunks per quad: rows 2 (lane >> 2) + k) */
+ * + k at d 128 (the V swizzle is then the same for all its k), chunk
+ * (lane & 3) of rows (lane >> 2) + 8 k at d 64 (8 lanes of a phase write two
+ * adjacent 64-byte rows); every 8-lane phase writes 32 distinct banks */
 template <int D> __device__ __forceinline__ void qc_v2_issue(u32 st, const u8 *kb, const u8 *vb, int lane) {
     constexpr int CH = D / 16, RPL = 16 / (32 / CH); /* chunks per row; rows per lane */
 #pragma unroll
     for (int k = 0; k < RPL; k++) {
-        const int row = RPL * (lane / CH) + k, ch = lane % CH, i = row * CH + ch;
+        const int row = D == 128 ? 4 * (lane >> 3) + k : (lane >> 2) + 8 * k, ch = lane % CH, i = row * CH + ch;
         qc_cp16(st + qc_v2_kofs<D>(row, ch), kb + 16 * i);
         qc_cp16(st + 16 * D + qc_v2_vofs<D>(row, ch), vb + 16 * i);
     }
