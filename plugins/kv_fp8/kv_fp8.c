@@ -112,8 +112,9 @@ static qc_status kv_fp8_init(const qc_host_api *api, qc_host *host, char *err, s
     r.reference = (void (*)(void))kv_fp8_read_ref;
     if (st == QC_OK) st = api->register_kernel(host, &w);
     if (st == QC_OK) st = api->register_kernel(host, &r);
-    if (st == QC_OK) st = kv_fp8_gpu_register(api, host);
-    if (st != QC_OK) snprintf(err, errlen, "kv_fp8: registering the format or a kernel failed");
+    if (errlen) err[0] = 0;
+    if (st == QC_OK) st = kv_fp8_gpu_register(api, host, err, errlen);
+    if (st != QC_OK && errlen && !err[0]) snprintf(err, errlen, "kv_fp8: registering the format or a kernel failed");
     return st;
 }
 

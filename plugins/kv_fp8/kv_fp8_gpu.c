@@ -33,8 +33,6 @@
  */
 
 #define KVB 16
-#define DEC_SLOTS 396
-#define DEC_MAX_WAVES 4
 #define DEC_CTA_COST 64
 #define DEC_MAX_PARTS 64
 #define DEC_MIN_PART 64
@@ -44,23 +42,51 @@
 
 /* ---- geometry (the device code repeats these formulas) ---- */
 
+/* The decode build the plugin registers (decode.cu's QC_DEC_V2 and
+ * QC_DEC_STAGES), chosen once at registration from the environment:
+ * QC_KV_DEC_VARIANT = new (default: v2, the cp.async ring, 2 CTAs per SM) or
+ * old (the first kernel, 3 CTAs per SM); QC_KV_DEC_STAGES = 1..4 blocks in
+ * flight per warp for new (default 4).  Process-wide: the last registration's
+ * choice is what every loaded runtime's launch_dims and references use. */
+static struct {
+    int v2, stages;
+    char stage_opt[32];
+    const char *opts[3];
+} g_dec = {1, 4, "", {NULL}};
+
+/* CTA slots and waves of the partition formula: the product is the core's
+ * workspace bound (qc_attn_decode_workspace_bytes: 4 waves of 396) */
+#define DEC_SLOTS_OLD 396
+#define DEC_SLOTS_V2 264
+#define DEC_PART_BOUND 1584
+
+/* dynamic shared memory of the v2 decode (decode.cu's qc_dec_v2_smem): a
+ * ring of stages + 1 blocks (32 D bytes) per warp, or the warps' combine */
+static uint32_t dec_v2_smem(int stages, int64_t hd) {
+    int64_t ring = 4 * (stages + 1) * 32 * hd, comb = 4 * 16 * hd * 4 + 2 * 4 * 16 * 4;
+    return (uint32_t)(ring > comb ? ring : comb);
+}
+
 /* Partitions per sequence: the count p minimizing waves(p) * (tokens per CTA
- * + a CTA's fixed cost), waves of DEC_SLOTS CTAs, at most DEC_MAX_WAVES
+ * + a CTA's fixed cost), waves of `slots` CTAs, at most DEC_PART_BOUND / slots
  * waves and one partition per DEC_MIN_PART tokens of the block table.  The
  * decode takes it from its grid; the reduce kernel evaluates the same
  * formula (qc_dec_parts_warp). */
-int kv_fp8_decode_parts(int n_seqs, int n_kv_heads, int max_blocks) {
+static int decode_parts_at(int n_seqs, int n_kv_heads, int max_blocks, int64_t slots) {
     int64_t pairs = (int64_t)n_seqs * n_kv_heads, est = (int64_t)max_blocks * KVB;
     if (pairs < 1) pairs = 1;
     if (est < 1) est = 1;
     int64_t cap = (est + DEC_MIN_PART - 1) / DEC_MIN_PART;
     if (cap > DEC_MAX_PARTS) cap = DEC_MAX_PARTS;
-    int64_t best = 1, best_cost = (pairs + DEC_SLOTS - 1) / DEC_SLOTS * (est + DEC_CTA_COST);
-    for (int64_t p = 2; p <= cap && pairs * p <= (int64_t)DEC_MAX_WAVES * DEC_SLOTS; p++) {
-        int64_t cost = (pairs * p + DEC_SLOTS - 1) / DEC_SLOTS * ((est + p - 1) / p + DEC_CTA_COST);
+    int64_t best = 1, best_cost = (pairs + slots - 1) / slots * (est + DEC_CTA_COST);
+    for (int64_t p = 2; p <= cap && pairs * p <= (DEC_PART_BOUND / slots) * slots; p++) {
+        int64_t cost = (pairs * p + slots - 1) / slots * ((est + p - 1) / p + DEC_CTA_COST);
         if (cost < best_cost) best = p, best_cost = cost;
     }
     return (int)best;
+}
+int kv_fp8_decode_parts(int n_seqs, int n_kv_heads, int max_blocks) {
+    return decode_parts_at(n_seqs, n_kv_heads, max_blocks, g_dec.v2 ? DEC_SLOTS_V2 : DEC_SLOTS_OLD);
 }
 
 static int64_t part_len(int64_t ctx, int nparts) {
@@ -93,7 +119,8 @@ static void qkv_dims(const qc_problem *p, qc_launch_dims *d) {
 static void decode_dims(const qc_problem *p, qc_launch_dims *d) {
     int ns = clamp_int(p->m), nh = clamp_int(p->n), nkv = clamp_int(p->group_size), mb = clamp_int(p->scheme);
     int gq = nkv > 0 ? nh / nkv : 0;
-    dims3(d, kv_fp8_decode_parts(ns, nkv, mb), gq > 0 ? (int64_t)nkv * ((gq + 15) / 16) : 0, ns, 128, 0);
+    dims3(d, kv_fp8_decode_parts(ns, nkv, mb), gq > 0 ? (int64_t)nkv * ((gq + 15) / 16) : 0, ns, 128,
+          g_dec.v2 ? dec_v2_smem(g_dec.stages, p->k == 64 ? 64 : 128) : 0);
 }
 /* The decode combines the partitions itself (decode.cu, QC_DEC_FUSE) when its
  * groups fit the device's counters: the reduce then gets an empty grid and is
@@ -391,8 +418,38 @@ static qc_kernel_desc gpu_kernel(const char *id, const qc_kernel_param *params, 
     return k;
 }
 
-qc_status kv_fp8_gpu_register(const qc_host_api *api, qc_host *host) {
-    const qc_kernel_desc ks[] = {
+/* g_dec from QC_KV_DEC_VARIANT and QC_KV_DEC_STAGES; a value it does not know is an error naming it */
+static qc_status dec_choose(const qc_host_api *api, qc_host *host, char *err, size_t errlen) {
+    const char *v = getenv("QC_KV_DEC_VARIANT"), *st = getenv("QC_KV_DEC_STAGES");
+    if (v && *v && strcmp(v, "new") != 0 && strcmp(v, "old") != 0) {
+        snprintf(err, errlen, "kv_fp8: QC_KV_DEC_VARIANT='%s' is not a decode variant (new or old)", v);
+        api->log(host, QC_LOG_ERROR, "%s", err);
+        return QC_ERR_INVALID;
+    }
+    int stages = 4;
+    if (st && *st) {
+        char *end = NULL;
+        long n = strtol(st, &end, 10);
+        if (*end || n < 1 || n > 4) {
+            snprintf(err, errlen, "kv_fp8: QC_KV_DEC_STAGES='%s' is not a ring depth (1 to 4 blocks per warp)", st);
+            api->log(host, QC_LOG_ERROR, "%s", err);
+            return QC_ERR_INVALID;
+        }
+        stages = (int)n;
+    }
+    g_dec.v2 = !(v && strcmp(v, "old") == 0);
+    g_dec.stages = stages;
+    snprintf(g_dec.stage_opt, sizeof g_dec.stage_opt, "-DQC_DEC_STAGES=%d", stages);
+    g_dec.opts[0] = g_dec.v2 ? "-DQC_DEC_V2=1" : "-DQC_DEC_V2=0";
+    g_dec.opts[1] = g_dec.v2 ? g_dec.stage_opt : NULL;
+    g_dec.opts[2] = NULL;
+    return QC_OK;
+}
+
+qc_status kv_fp8_gpu_register(const qc_host_api *api, qc_host *host, char *err, size_t errlen) {
+    qc_status cst = dec_choose(api, host, err, errlen);
+    if (cst != QC_OK) return cst;
+    qc_kernel_desc ks[] = {
         gpu_kernel("kv_fp8.qkv_rope_kv", QKV_PARAMS, N_OF(QKV_PARAMS), (void (*)(void))qkv_rope_kv_ref, KV_FP8_SRC_WRITE,
                    "qc_kv_fp8_qkv_rope_kv", qkv_dims, qkv_eligible),
         gpu_kernel("kv_fp8.attn_decode", DECODE_PARAMS, N_OF(DECODE_PARAMS), (void (*)(void))attn_decode_ref,
@@ -403,6 +460,7 @@ qc_status kv_fp8_gpu_register(const qc_host_api *api, qc_host *host) {
         gpu_kernel("kv_fp8.attn_prefill", PREFILL_PARAMS, N_OF(PREFILL_PARAMS), (void (*)(void))attn_prefill_ref,
                    KV_FP8_SRC_PREFILL, "qc_kv_fp8_attn_prefill", prefill_dims, attn_eligible),
     };
+    ks[1].nvrtc_options = ks[2].nvrtc_options = g_dec.opts; /* the decode and its reduce: one build */
     qc_status st = QC_OK;
     for (size_t i = 0; st == QC_OK && i < sizeof ks / sizeof ks[0]; i++) st = api->register_kernel(host, &ks[i]);
     return st;

@@ -13,8 +13,9 @@ enum {
     KV_FP8_VARIANT_COUNT_
 };
 
-/* Register kv_fp8.qkv_rope_kv, .attn_decode, .attn_decode_reduce and .attn_prefill. */
-qc_status kv_fp8_gpu_register(const qc_host_api *api, qc_host *host);
+/* Register kv_fp8.qkv_rope_kv, .attn_decode, .attn_decode_reduce and .attn_prefill (the decode
+ * build as QC_KV_DEC_VARIANT / QC_KV_DEC_STAGES say; a bad value: an error in err naming it). */
+qc_status kv_fp8_gpu_register(const qc_host_api *api, qc_host *host, char *err, size_t errlen);
 /* Decode partitions per sequence (the decode kernel's formula; the reduce and tests use it). */
 int kv_fp8_decode_parts(int n_seqs, int n_kv_heads, int max_blocks);
 

@@ -58,6 +58,10 @@ static void descriptors(qc_runtime *rt) {
     }
 }
 
+/* the v2 decode's dynamic shared memory at d 128 and 64 (4 warps x 5 ring buffers x 32 d bytes, the default 4 stages) */
+#define V2_SMEM_128 81920u
+#define V2_SMEM_64 40960u
+
 /* the decode never needs more workspace than the core's bound */
 static void geometry(qc_runtime *rt) {
     const qc_kernel_desc *d = qc_kernel_find(rt, "kv_fp8.attn_decode"), *pf = qc_kernel_find(rt, "kv_fp8.attn_prefill");
@@ -76,14 +80,24 @@ static void geometry(qc_runtime *rt) {
                 size_t have = qc_attn_decode_workspace_bytes(seqs[a], 32, 128, blocks[c] * 16);
                 int gq = 32 / kvs[b];
                 if (parts < 1 || parts > 64 || need > have || ld.grid[1] != (uint32_t)(kvs[b] * ((gq + 15) / 16)) ||
-                    ld.grid[2] != (uint32_t)seqs[a] || ld.block[0] != 128)
+                    ld.grid[2] != (uint32_t)seqs[a] || ld.block[0] != 128 || ld.shared_bytes != V2_SMEM_128)
                     if (!bad++)
                         CHECK(0, "decode dims B=%d kv=%d blocks=%d: parts %d, workspace %zu > %zu", seqs[a], kvs[b],
                               blocks[c], parts, need, have);
             }
     qc_problem p;
-    qc_attn_problem(&p, 2048, 32, 8, 128, 1);
     qc_launch_dims ld;
+    qc_attn_problem(&p, 1, 32, 8, 64, 65);
+    d->launch_dims(&p, &ld);
+    CHECK(ld.shared_bytes == V2_SMEM_64, "decode d 64: %u bytes of shared memory", ld.shared_bytes);
+    /* B = 1 x 1024 tokens (65 table columns): 17 partitions of which 16 hold 64 tokens; B = 16 x 32K: 2 */
+    qc_attn_problem(&p, 1, 32, 8, 128, 65);
+    d->launch_dims(&p, &ld);
+    CHECK(ld.grid[0] == 17, "decode B=1 x 1K: %u partitions", ld.grid[0]);
+    qc_attn_problem(&p, 16, 32, 8, 128, 2049);
+    d->launch_dims(&p, &ld);
+    CHECK(ld.grid[0] == 2, "decode B=16 x 32K: %u partitions", ld.grid[0]);
+    qc_attn_problem(&p, 2048, 32, 8, 128, 1);
     pf->launch_dims(&p, &ld);
     CHECK(ld.grid[0] == 2048 * 4 / 64 + 1 && ld.grid[1] == 8 && ld.shared_bytes == 49152, "prefill dims %u %u %u",
           ld.grid[0], ld.grid[1], ld.shared_bytes);
@@ -193,6 +207,13 @@ static void references(qc_runtime *rt) {
            "keys, prefill's last token = decode\n", TEST);
 }
 
+/* whether two -DNAME=value options define the same NAME */
+static int same_macro(const char *a, const char *b) {
+    if (!a || !b || strncmp(a, "-D", 2) || strncmp(b, "-D", 2)) return 0;
+    size_t n = strcspn(a, "="), m = strcspn(b, "=");
+    return n == m && strncmp(a, b, n) == 0;
+}
+
 /* Every kernel (and the decode's other builds) through NVRTC for sm_80 (software E4M3), sm_89 and sm_90a, with ptxas's resource report. */
 static void compiles(qc_runtime *rt) {
     char *tmp = nv_tmpdir();
@@ -204,25 +225,41 @@ static void compiles(qc_runtime *rt) {
         return;
     }
     static const int sms[] = {80, 89, 90};
-    /* the decode's other builds (decode.cu's QC_DEC_*; test_gpu_kv_fp8 times them beside the default) */
-    static const char *const dec_variants[] = {NULL, "-DQC_DEC_PIPE=1", "-DQC_DEC_FUSE=0"};
+    /* the decode's other builds (decode.cu's QC_DEC_*; test_gpu_kv_fp8 times them beside the default),
+     * the ring depths on sm_90 only; later options override the registered ones */
+    static const struct {
+        const char *a, *b;
+        int all_archs;
+    } dec_variants[] = {{NULL, NULL, 1},
+                        {"-DQC_DEC_V2=0", NULL, 1},
+                        {"-DQC_DEC_V2=0", "-DQC_DEC_PIPE=1", 0},
+                        {"-DQC_DEC_FUSE=0", NULL, 0},
+                        {"-DQC_DEC_STAGES=1", NULL, 0},
+                        {"-DQC_DEC_STAGES=2", NULL, 0},
+                        {"-DQC_DEC_STAGES=3", NULL, 0}};
     for (size_t i = 0; i < N_IDS; i++) {
         const qc_kernel_desc *k = qc_kernel_find(rt, IDS[i]);
         if (!k) continue;
-        size_t nvar = strcmp(k->id, "kv_fp8.attn_decode") == 0 ? 3 : 1;
+        size_t nvar = strcmp(k->id, "kv_fp8.attn_decode") == 0 ? sizeof dec_variants / sizeof dec_variants[0] : 1;
         for (size_t a = 0; a < 3 * nvar; a++) {
             int sm = sms[a % 3];
-            const char *opts[8], *var = dec_variants[a / 3];
+            if (!dec_variants[a / 3].all_archs && sm != 90) continue;
+            const char *opts[10], *var = dec_variants[a / 3].a, *var2 = dec_variants[a / 3].b;
+            char vname[64];
+            snprintf(vname, sizeof vname, "%s%s%s", var ? var : "", var2 ? " " : "", var2 ? var2 : "");
             size_t no = 0;
-            for (; k->nvrtc_options && k->nvrtc_options[no] && no < 5; no++) opts[no] = k->nvrtc_options[no];
+            for (size_t r = 0; k->nvrtc_options && k->nvrtc_options[r] && no < 5; r++)
+                if (!same_macro(k->nvrtc_options[r], var) && !same_macro(k->nvrtc_options[r], var2))
+                    opts[no++] = k->nvrtc_options[r];
             if (var) opts[no++] = var;
+            if (var2) opts[no++] = var2;
             opts[no++] = "--ptxas-options=-v";
             opts[no] = NULL;
             qc_cubin c;
             qc_reason why;
             double t0 = qc_now_seconds();
             qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, opts, sm, sm >= 90, &c, &why);
-            CHECK(st == QC_OK, "%s %s for sm_%d: %s: %s", k->id, var ? var : "", sm, why.code, why.text);
+            CHECK(st == QC_OK, "%s %s for sm_%d: %s: %s", k->id, vname, sm, why.code, why.text);
             if (st != QC_OK) continue;
             char lpath[1200];
             snprintf(lpath, sizeof lpath, "%s/%s.log", tmp, c.key);
@@ -239,10 +276,10 @@ static void compiles(qc_runtime *rt) {
                     spill += atoi(b);
                 }
             }
-            printf("%s: %-26s %-16s %-7s %5.1f s, cubin %7zu B, %d registers, %d B spilled\n", TEST, k->id,
-                   var ? var : "", c.target, qc_now_seconds() - t0, c.size, regs, spill);
-            CHECK(regs > 0 && spill == 0, "%s %s for %s: %d registers, %d bytes spilled", k->id, var ? var : "",
-                  c.target, regs, spill);
+            printf("%s: %-26s %-32s %-7s %5.1f s, cubin %7zu B, %d registers, %d B spilled\n", TEST, k->id,
+                   vname, c.target, qc_now_seconds() - t0, c.size, regs, spill);
+            CHECK(regs > 0 && spill == 0, "%s %s for %s: %d registers, %d bytes spilled", k->id, vname, c.target,
+                  regs, spill);
             free(log);
             qc_cubin_free(&c);
         }
@@ -252,6 +289,62 @@ static void compiles(qc_runtime *rt) {
         printf("%s: NVRTC logs kept in %s\n", TEST, tmp);
     else
         nv_rm_rf(tmp);
+}
+
+/* QC_KV_DEC_VARIANT / QC_KV_DEC_STAGES: old registers the first kernel (its -D, no dynamic shared memory,
+ * partitions for 396 CTA slots), a value the plugin does not know refuses the load naming it; then the
+ * defaults again (the choice is process-wide) */
+static void env_choice(void) {
+    char err[512];
+    struct {
+        const char *var, *stages, *want; /* want: NULL = loads */
+    } cases[] = {{"bogus", NULL, "QC_KV_DEC_VARIANT='bogus'"},
+                 {NULL, "9", "QC_KV_DEC_STAGES='9'"},
+                 {"new", "2x", "QC_KV_DEC_STAGES='2x'"},
+                 {"old", NULL, NULL},
+                 {"new", "2", NULL},
+                 {NULL, NULL, NULL}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].var) setenv("QC_KV_DEC_VARIANT", cases[i].var, 1);
+        else unsetenv("QC_KV_DEC_VARIANT");
+        if (cases[i].stages) setenv("QC_KV_DEC_STAGES", cases[i].stages, 1);
+        else unsetenv("QC_KV_DEC_STAGES");
+        qc_runtime_options o = {.struct_size = sizeof o, .skip_default_dirs = 1, .skip_env = 1};
+        qc_runtime *rt = qc_runtime_open(&o, err, sizeof err);
+        CHECK(rt != NULL, "%s", err);
+        if (!rt) continue;
+        err[0] = 0;
+        qc_status st = qc_runtime_load_plugin(rt, QC_TEST_PLUGIN_DIR "/kv_fp8.so", err, sizeof err);
+        if (cases[i].want) {
+            CHECK(st != QC_OK && strstr(err, cases[i].want), "env case %zu: loaded, or the error '%s' lacks %s", i, err,
+                  cases[i].want);
+            printf("%s: refused: %s\n", TEST, err);
+        } else {
+            CHECK(st == QC_OK, "env case %zu: %s", i, err);
+            const qc_kernel_desc *d = qc_kernel_find(rt, "kv_fp8.attn_decode");
+            const qc_kernel_desc *r = qc_kernel_find(rt, "kv_fp8.attn_decode_reduce");
+            if (d && r) {
+                qc_problem p;
+                qc_launch_dims ld;
+                qc_attn_problem(&p, 16, 32, 8, 128, 2049);
+                d->launch_dims(&p, &ld);
+                int old = cases[i].var && strcmp(cases[i].var, "old") == 0;
+                uint32_t smem = old ? 0 : cases[i].stages ? 4u * 3u * 32u * 128u : V2_SMEM_128;
+                CHECK(ld.shared_bytes == smem && ld.grid[0] == (old ? 3u : 2u), "env case %zu: %u bytes, %u parts",
+                      i, ld.shared_bytes, ld.grid[0]);
+                const char *want = old ? "-DQC_DEC_V2=0" : "-DQC_DEC_V2=1";
+                CHECK(d->nvrtc_options && r->nvrtc_options == d->nvrtc_options &&
+                          strcmp(d->nvrtc_options[0], want) == 0,
+                      "env case %zu: decode options", i);
+                if (!old && cases[i].stages)
+                    CHECK(d->nvrtc_options[1] && strcmp(d->nvrtc_options[1], "-DQC_DEC_STAGES=2") == 0,
+                          "env case %zu: ring depth option", i);
+            }
+        }
+        qc_runtime_close(rt);
+    }
+    printf("%s: QC_KV_DEC_VARIANT / QC_KV_DEC_STAGES: old, new:2 and the defaults register their builds; bad "
+           "values are refused by name\n", TEST);
 }
 
 int main(void) {
@@ -268,6 +361,7 @@ int main(void) {
         references(rt);
         compiles(rt);
         qc_runtime_close(rt);
+        env_choice();
     }
     return qc_test_finish(TEST);
 }

@@ -18,15 +18,42 @@
 #ifndef QC_DEC_PIPE
 #define QC_DEC_PIPE 0
 #endif
+/*   QC_DEC_V2 1 (default): qc_decode8_v2 below: every load of the prologue in
+ *     one round, K/V blocks through a per-warp cp.async ring of
+ *     QC_DEC_STAGES blocks in dynamic shared memory (the host's launch_dims
+ *     give qc_dec_v2_smem bytes), a combine that loads all partials at once;
+ *     0: the first kernel (qc_decode8, static shared memory; QC_DEC_PIPE
+ *     applies to it only). */
+#ifndef QC_DEC_V2
+#define QC_DEC_V2 1
+#endif
+#ifndef QC_DEC_STAGES
+#define QC_DEC_STAGES 4
+#endif
+#if QC_DEC_STAGES < 1 || QC_DEC_STAGES > 4
+#error "QC_DEC_STAGES: 1 to 4 blocks in flight per warp"
+#endif
+#define QC_DEC_BUFS (QC_DEC_STAGES + 1) /* ring buffers per warp: the one being read, the ones in flight */
 #ifndef QC_DEC_FUSE
 #define QC_DEC_FUSE 1
 #endif
 /* CTAs per SM the registers are capped for (the host's DEC_SLOTS assumes 3
  * on 132 SMs; below sm_90 the loop without prefetch spills at 3) */
-#if QC_DEC_PIPE || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900)
+#if QC_DEC_V2 || QC_DEC_PIPE || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900)
 #define QC_DEC_MIN_CTAS 2
 #else
 #define QC_DEC_MIN_CTAS 3
+#endif
+/* CTA slots and waves of the partition formula (the host's kv_fp8_decode_parts
+ * with its variant's numbers): v2 holds 2 CTAs per SM (its ring keeps 16
+ * blocks in flight per warp set, the registers have room), the first
+ * kernel 3; the product stays the core's workspace bound, 1584 */
+#if QC_DEC_V2
+#define QC_DEC_PSLOTS 264
+#define QC_DEC_PWAVES 6
+#else
+#define QC_DEC_PSLOTS QC_DEC_SLOTS
+#define QC_DEC_PWAVES QC_DEC_MAX_WAVES
 #endif
 /* groups the fused combine counts (the host's KV_FP8_DEC_COUNTERS); more run unfused */
 #define QC_DEC_COUNTERS 65536
@@ -47,8 +74,8 @@ __device__ __forceinline__ int qc_dec_parts_warp(int n_seqs, int n_kv_heads, int
     int best = 1;
     for (int i = 0; i < 2; i++) {
         long long p = lane + 1 + 32 * i;
-        if (p == 1 || (p <= cap && pairs * p <= (long long)QC_DEC_MAX_WAVES * QC_DEC_SLOTS)) {
-            long long cost = (pairs * p + QC_DEC_SLOTS - 1) / QC_DEC_SLOTS * ((est + p - 1) / p + QC_DEC_CTA_COST);
+        if (p == 1 || (p <= cap && pairs * p <= (long long)QC_DEC_PWAVES * QC_DEC_PSLOTS)) {
+            long long cost = (pairs * p + QC_DEC_PSLOTS - 1) / QC_DEC_PSLOTS * ((est + p - 1) / p + QC_DEC_CTA_COST);
             if (best_cost < 0 || cost < best_cost) best_cost = cost, best = (int)p;
         }
     }
@@ -397,6 +424,327 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
 #endif
 }
 
+/* ---- QC_DEC_V2: the latency-cut decode ----
+ *
+ * Dependent global round trips on one CTA's critical path (B = 1 x 1024
+ * tokens, 32/8 heads, d 128: 17 partitions, 16 used, 64 tokens = one block
+ * per warp; B = 16 x 32768: 3 partitions of 683 blocks, 171 per warp):
+ *   first kernel: (1) ctx_lens and the scales, (2) the block-table entries and
+ *   q (after the ctx-dependent return), (3) the K/V codes of a block, then one
+ *   round per block per warp (load, wait, compute: 1 at 1K, 171 at 32K, with
+ *   4 KB in flight per warp), V's scale possibly sunk to the end, the fence and
+ *   the counter (2 L2 trips), then in the last CTA the m/l loads and the
+ *   partial sums with 4 loads in flight: 4 items x 4 rounds of 4 = 16 L2
+ *   trips at 16 partitions, 64 at 64.
+ *   v2: (1) ctx_lens, q, the scales and an L2 prefetch of the table row, all
+ *   issued together (volatile loads the compiler cannot sink past the ctx
+ *   test), (2) the table entries (L2 hits), (3) the first QC_DEC_STAGES
+ *   blocks of every warp at once by cp.async, each next block's copy issued
+ *   as soon as a block's codes are in registers (QC_DEC_STAGES blocks in
+ *   flight per warp the whole loop: 12 KB at 3, 36 KB per CTA), the table's
+ *   next 32 entries fetched 32 blocks ahead; the fence and counter; the last
+ *   CTA loads m, l and the partial rows of 16 partitions per round (1 round
+ *   at 16 partitions, 4 at 64).
+ * Ring layout: warp w, buffer s at dsm + (w * QC_DEC_BUFS + s) * 32 D bytes:
+ * the block's K rows (16 x D bytes) then its V rows, 16-byte chunks swizzled
+ * (qc_v2_kofs / qc_v2_vofs) so that the fragment reads below are free of
+ * bank conflicts; copies and reads use the same functions. */
+template <int D> __device__ __forceinline__ int qc_v2_kofs(int row, int ch) {
+    if constexpr (D == 128) return row * 128 + ((ch ^ ((row & 1) << 2)) << 4);
+    else return row * 64 + (ch << 4); /* rows r, r + 1 of a read are 64 bytes apart: no conflict */
+}
+template <int D> __device__ __forceinline__ int qc_v2_vofs(int row, int ch) {
+    if constexpr (D == 128) return row * 128 + ((ch ^ (((row >> 2) & 3) << 1)) << 4);
+    /* d 64: rows 4t + i of one read share their bank half; swapping row pairs
+     * of odd t and the chunk halves of t >= 2 spreads them over all 32 banks */
+    else return (row ^ ((row >> 2) & 1)) * 64 + ((ch ^ (((row >> 3) & 1) << 1)) << 4);
+}
+/* dynamic shared memory the v2 decode needs: the ring, or the warps' combine if larger */
+__host__ __device__ constexpr int qc_dec_v2_smem(int D) {
+    return QC_DEC_WARPS * QC_DEC_BUFS * 32 * D > QC_DEC_WARPS * 16 * D * 4 + 2 * QC_DEC_WARPS * 16 * 4
+               ? QC_DEC_WARPS * QC_DEC_BUFS * 32 * D
+               : QC_DEC_WARPS * 16 * D * 4 + 2 * QC_DEC_WARPS * 16 * 4;
+}
+__device__ __forceinline__ void qc_cp16(u32 dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void qc_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void qc_cp_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ uint4 qc_lds16(u32 a) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ uint2 qc_lds8(u32 a) {
+    uint2 v;
+    asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(a));
+    return v;
+}
+/* volatile: issued where written, before the ctx-dependent return */
+__device__ __forceinline__ float4 qc_ldq4(const float *p) {
+    float4 v;
+    asm volatile("ld.global.nc.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ float qc_ldf(const float *p) {
+    float v;
+    asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+__device__ __forceinline__ int qc_ldi(const int *p) {
+    int v;
+    asm volatile("ld.global.nc.s32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
+/* one block (K then V, 32 D bytes) into ring buffer `st` (shared address),
+ * D / 16 copies per lane: lane copies chunk (lane & 7) of rows 4 (lane >> 3)
+ * + k at d 128 (the V swizzle is then the same for all its k), chunk
+ * (lane & 3) of rows (lane >> 2) + 8 k at d 64 (8 lanes of a phase write two
+ * adjacent 64-byte rows); every 8-lane phase writes 32 distinct banks */
+template <int D> __device__ __forceinline__ void qc_v2_issue(u32 st, const u8 *kb, const u8 *vb, int lane) {
+    constexpr int CH = D / 16, RPL = 16 / (32 / CH); /* chunks per row; rows per lane */
+#pragma unroll
+    for (int k = 0; k < RPL; k++) {
+        const int row = D == 128 ? 4 * (lane >> 3) + k : (lane >> 2) + 8 * k, ch = lane % CH, i = row * CH + ch;
+        qc_cp16(st + qc_v2_kofs<D>(row, ch), kb + 16 * i);
+        qc_cp16(st + 16 * D + qc_v2_vofs<D>(row, ch), vb + 16 * i);
+    }
+}
+/* the fragments of qc_dec_load, from ring stage st */
+template <int D> __device__ __forceinline__ void qc_v2_read(qc_kvregs<D> &r, u32 st, int g, int t) {
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int tok = 4 * (g >> 1) + 2 * j + (g & 1);
+#pragma unroll
+        for (int c = 0; c < D / 64; c++) r.k[j][c] = qc_lds16(st + qc_v2_kofs<D>(tok, 4 * c + t));
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if constexpr (D == 128) {
+            const uint4 x = qc_lds16(st + 16 * D + qc_v2_vofs<D>(4 * t + i, g));
+            r.v[i][0] = x.x, r.v[i][1] = x.y, r.v[i][2] = x.z, r.v[i][3] = x.w;
+        } else {
+            const uint2 x = qc_lds8(st + 16 * D + qc_v2_vofs<D>(4 * t + i, g >> 1) + 8 * (g & 1));
+            r.v[i][0] = x.x, r.v[i][1] = x.y;
+        }
+    }
+}
+
+#if QC_DEC_FUSE
+/* The combine of qc_dec_combine (same counter protocol) with its loads
+ * batched: thread item (row r, dims 4 e .. 4 e + 3) merges the partitions
+ * 16 at a time (m, l and the 4 partial sums of each loaded before any is
+ * used), an online softmax over the batches. */
+__device__ __noinline__ void qc_dec_combine_v2(float *out, const float *work, int n_seqs, int n_heads, int D,
+                                               int nparts, int nused, long long pair0, int hn) {
+    const long long grp = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+    const float *ml = work + (long long)n_seqs * n_heads * nparts * D;
+    __shared__ int is_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned old = atomicAdd(&qc_dec_count[grp], 1u);
+        is_last = old == (unsigned)nused - 1u;
+        if (is_last) atomicExch(&qc_dec_count[grp], 0u); /* every other CTA of the group has counted */
+    }
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    const int q4 = D / 4;
+    for (int it = threadIdx.x; it < hn * q4; it += blockDim.x) {
+        const int r = it / q4, e = it - r * q4;
+        const long long base = (pair0 + r) * nparts;
+        float mm = QC_NEG_INF, l = 0.f;
+        float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int p0 = 0; p0 < nused; p0 += 16) {
+            float2 pm[16];
+            float4 pa[16];
+#pragma unroll
+            for (int k = 0; k < 16; k++) {
+                const bool u = p0 + k < nused;
+                pm[k] = u ? __ldcg((const float2 *)(ml + 2 * (base + p0 + k))) : make_float2(QC_NEG_INF, 0.f);
+                pa[k] = u ? __ldcg((const float4 *)(work + (base + p0 + k) * D) + e) : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+            float nm = mm;
+#pragma unroll
+            for (int k = 0; k < 16; k++) nm = fmaxf(nm, pm[k].x);
+            /* nm is finite: partition p0 is used and holds a valid token */
+            const float f = exp2f(mm - nm);
+            l *= f, a.x *= f, a.y *= f, a.z *= f, a.w *= f;
+#pragma unroll
+            for (int k = 0; k < 16; k++) {
+                const float w = p0 + k < nused ? exp2f(pm[k].x - nm) : 0.f;
+                l += w * pm[k].y;
+                a.x += w * pa[k].x, a.y += w * pa[k].y, a.z += w * pa[k].z, a.w += w * pa[k].w;
+            }
+            mm = nm;
+        }
+        const float inv = 1.f / l;
+        *((float4 *)(out + (pair0 + r) * D) + e) = make_float4(a.x * inv, a.y * inv, a.z * inv, a.w * inv);
+    }
+}
+#endif
+
+/* qc_decode8's work (same grid, partitions, fragments, block math and
+ * partial layout) with the v2 loads; sm: the dynamic shared memory. */
+template <int D, bool E5, bool H8>
+__device__ __forceinline__ void qc_decode8_v2(const float *q, const u8 *kc, const u8 *vc, const int *bt,
+                                              const int *ctx_lens, float *out, float *work, int n_seqs, int n_heads,
+                                              int n_kv_heads, int max_blocks, float scale, const float *k_scale,
+                                              const float *v_scale, u32 variant, u8 *dsm) {
+    constexpr int VW = D / 8;
+    constexpr int STAGE = 32 * D; /* bytes of one block's K and V */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int gq = n_heads / n_kv_heads, nsub = (gq + 15) / 16;
+    const int part = blockIdx.x, seq = blockIdx.z, kvh = blockIdx.y / nsub, sub = blockIdx.y % nsub;
+    const int h0 = kvh * gq + sub * 16, hn = min(16, gq - sub * 16);
+    const int nparts = gridDim.x;
+    if (seq >= n_seqs || kvh >= n_kv_heads) return;
+    const int *btr = bt + (long long)seq * max_blocks;
+
+    /* round 1: ctx, the scales, q and a prefetch of the table row (up to 4 KB) */
+    const int ctx_raw = qc_ldi(ctx_lens + seq);
+    float kmul = 1.f, vmul = 1.f;
+    if (!E5) {
+        const int si = variant == QC_KV_E4M3_HEAD ? kvh : 0;
+        kmul = qc_ldf(k_scale + si) * QC_E4M3_POST;
+        vmul = qc_ldf(v_scale + si) * QC_E4M3_POST;
+    }
+    float4 qx[D / 16], qy[D / 16];
+    {
+        const float *q0 = q + ((long long)seq * n_heads + h0 + g) * D;
+        const float *q1 = q0 + 8 * D;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+            const int d = 64 * (ks >> 2) + 16 * t + 4 * (ks & 3);
+            qx[ks] = g < hn ? qc_ldq4(q0 + d) : make_float4(0.f, 0.f, 0.f, 0.f);
+            if (!H8) qy[ks] = g + 8 < hn ? qc_ldq4(q1 + d) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    }
+    if (max_blocks <= 1024 && (int)threadIdx.x * 32 < max_blocks)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(btr + 32 * threadIdx.x));
+
+    int ctx = ctx_raw < 0 ? 0 : ctx_raw > max_blocks * QC_KVB ? max_blocks * QC_KVB : ctx_raw;
+    const int plen = qc_dec_part_len(ctx, nparts), nused = (ctx + plen - 1) / plen;
+    if (part >= (nused > 1 ? nused : 1)) return;
+    if (ctx == 0) { /* nothing to attend to: zeros */
+        for (int i = threadIdx.x; i < hn * D; i += blockDim.x)
+            out[((long long)seq * n_heads + h0 + i / D) * D + i % D] = 0.f;
+        return;
+    }
+    const int start = part * plen, end = min(ctx, start + plen);
+    const int b0 = start / QC_KVB, b1 = (end + QC_KVB - 1) / QC_KVB;
+    constexpr long long head_stride = (long long)QC_KVB * D;
+    /* round 2: block ids of this warp's blocks 0 .. 31 (tab), one per lane; the next 32 prefetched to L2 */
+    int tab = b0 + warp + 4 * lane < b1 ? btr[b0 + warp + 4 * lane] : 0;
+    if (b0 + warp + 4 * (lane + 32) < b1) asm volatile("prefetch.global.L2 [%0];" ::"l"(btr + b0 + warp + 4 * (lane + 32)));
+
+    u32 qa[D / 16][4];
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+        qa[ks][0] = qc_h2(qx[ks].x, qx[ks].y);
+        qa[ks][2] = qc_h2(qx[ks].z, qx[ks].w);
+        qa[ks][1] = H8 ? 0u : qc_h2(qy[ks].x, qy[ks].y);
+        qa[ks][3] = H8 ? 0u : qc_h2(qy[ks].z, qy[ks].w);
+    }
+    const float sl2 = scale * kmul * QC_LOG2E;
+    float m0 = QC_NEG_INF, m1 = QC_NEG_INF, l0 = 0.f, l1 = 0.f;
+    float o[VW][4];
+#pragma unroll
+    for (int n = 0; n < VW; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+
+    /* this warp's blocks: b0 + warp + 4 li, li < nw; copies are issued in li order */
+    const int nw = b1 - b0 - warp > 0 ? (b1 - b0 - warp + QC_DEC_WARPS - 1) / QC_DEC_WARPS : 0;
+    const u32 ring = (u32)__cvta_generic_to_shared(dsm) + (u32)(warp * QC_DEC_BUFS * STAGE);
+    auto issue = [&](int li) {
+        if ((li & 31) == 0 && li) { /* entries li .. li + 31 (L2 hits), and a prefetch of the 32 after them */
+            const int nb = b0 + warp + QC_DEC_WARPS * (li + lane);
+            tab = nb < b1 ? btr[nb] : 0;
+            if (nb + 32 * QC_DEC_WARPS < b1) asm volatile("prefetch.global.L2 [%0];" ::"l"(btr + nb + 32 * QC_DEC_WARPS));
+        }
+        const int bid = __shfl_sync(0xffffffffu, tab, li & 31);
+        const long long off = ((long long)bid * n_kv_heads + kvh) * head_stride;
+        qc_v2_issue<D>(ring + (u32)((li % QC_DEC_BUFS) * STAGE), kc + off, vc + off, lane);
+    };
+    /* round 3: the first QC_DEC_STAGES blocks (one commit group each, empty past nw) */
+#pragma unroll
+    for (int s = 0; s < QC_DEC_STAGES; s++) {
+        if (s < nw) issue(s);
+        qc_cp_commit();
+    }
+    for (int li = 0; li < nw; li++) {
+        /* block li + STAGES into the buffer block li - 1 left (read by every lane before the last
+         * __syncwarp), before waiting: STAGES blocks stay in flight while block li computes, and
+         * the copy's address math is done before block li's codes take their registers */
+        if (li + QC_DEC_STAGES < nw) issue(li + QC_DEC_STAGES);
+        qc_cp_commit();
+        qc_cp_wait<QC_DEC_STAGES>(); /* this lane's copies of block li have landed */
+        __syncwarp();                 /* ... and every lane's */
+        qc_kvregs<D> r;
+        qc_v2_read<D>(r, ring + (u32)((li % QC_DEC_BUFS) * STAGE), g, t);
+        __syncwarp(); /* every lane has read buffer li before block li + STAGES + 1 refills it */
+        const int b = b0 + warp + QC_DEC_WARPS * li;
+        qc_dec_block<D, E5, H8>(r, end - b * QC_KVB, qa, sl2, m0, m1, l0, l1, o, t);
+    }
+    qc_cp_wait<0>();
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+
+    /* combine the warps as qc_decode8 does, in the ring's memory once every warp is done with it */
+    float *sm = (float *)dsm;
+    float *so = sm, *sm_m = sm + QC_DEC_WARPS * 16 * D, *sm_l = sm_m + QC_DEC_WARPS * 16;
+    __syncthreads();
+#pragma unroll
+    for (int n = 0; n < VW; n++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            int d = VW * (2 * t + e) + n;
+            so[(warp * 16 + g) * D + d] = o[n][e];
+            so[(warp * 16 + g + 8) * D + d] = o[n][2 + e];
+        }
+    if (t == 0) {
+        sm_m[warp * 16 + g] = m0;
+        sm_m[warp * 16 + g + 8] = m1;
+        sm_l[warp * 16 + g] = l0;
+        sm_l[warp * 16 + g + 8] = l1;
+    }
+    __syncthreads();
+    const long long pair0 = (long long)seq * n_heads + h0;
+    float *ml = work + (long long)n_seqs * n_heads * nparts * D;
+    for (int i = threadIdx.x; i < hn * D; i += blockDim.x) {
+        int r = i / D, d = i - r * D;
+        float mm = QC_NEG_INF;
+#pragma unroll
+        for (int w = 0; w < QC_DEC_WARPS; w++) mm = fmaxf(mm, sm_m[w * 16 + r]);
+        float acc = 0.f, l = 0.f;
+#pragma unroll
+        for (int w = 0; w < QC_DEC_WARPS; w++) {
+            float f = sm_m[w * 16 + r] == QC_NEG_INF ? 0.f : exp2f(sm_m[w * 16 + r] - mm);
+            acc += f * so[(w * 16 + r) * D + d];
+            l += f * sm_l[w * 16 + r];
+        }
+        acc *= vmul;
+        if (nused <= 1) {
+            out[(pair0 + r) * D + d] = acc / l;
+        } else {
+            long long idx = (pair0 + r) * nparts + part;
+            work[idx * D + d] = acc;
+            if (d == 0) {
+                ml[2 * idx] = mm;
+                ml[2 * idx + 1] = l;
+            }
+        }
+    }
+#if QC_DEC_FUSE
+    if (nused > 1 && (long long)n_seqs * gridDim.y <= QC_DEC_COUNTERS)
+        qc_dec_combine_v2(out, work, n_seqs, n_heads, D, nparts, nused, pair0, hn);
+#endif
+}
+
 /* grid (partitions, n_kv_heads * ceil(group / 16), n_seqs), 128 threads; the
  * core's parameters, then k_scale, v_scale (device f32, see qc_kv_scale) and
  * the variant.  An unsupported shape or variant, or more than
@@ -406,9 +754,17 @@ extern "C" __global__ void __launch_bounds__(128, QC_DEC_MIN_CTAS)
                           const int *ctx_lens, float *out, float *work, int n_seqs, int n_heads, int n_kv_heads,
                           int head_dim, int max_blocks, float scale, const float *k_scale, const float *v_scale,
                           u32 variant) {
+#if QC_DEC_V2
+    extern __shared__ __align__(128) u8 dsm[];
+    u32 dyn;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+    const bool smem_ok = (head_dim == 64 || head_dim == 128) && dyn >= (u32)qc_dec_v2_smem(head_dim);
+#else
     __shared__ __align__(16) float sm[QC_DEC_WARPS * 16 * 128 + 2 * QC_DEC_WARPS * 16];
+    const bool smem_ok = true;
+#endif
     if (!qc_attn_shape_ok(n_heads, n_kv_heads, head_dim) || max_blocks <= 0 || variant > QC_KV_E5M2 ||
-        gridDim.x > QC_DEC_MAX_PARTS) {
+        gridDim.x > QC_DEC_MAX_PARTS || !smem_ok) {
         long long total = (long long)n_seqs * n_heads * head_dim;
         long long id = ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
         long long step = (long long)gridDim.x * gridDim.y * gridDim.z * blockDim.x;
@@ -418,12 +774,19 @@ extern "C" __global__ void __launch_bounds__(128, QC_DEC_MIN_CTAS)
     const int gq = n_heads / n_kv_heads, kvh = blockIdx.y / ((gq + 15) / 16);
     if (kvh >= n_kv_heads) return;
     const bool e5 = variant == QC_KV_E5M2;
+#if QC_DEC_V2
+    /* the scales are loaded in the kernel's first round, beside ctx and q */
+#define QC_DEC_CALL(D, E5, H8)                                                                                  \
+    qc_decode8_v2<D, E5, H8>(q, k_cache, v_cache, block_tables, ctx_lens, out, work, n_seqs, n_heads,          \
+                             n_kv_heads, max_blocks, scale, k_scale, v_scale, variant, dsm)
+#else
     const float kmul = e5 ? 1.f : qc_kv_scale(k_scale, variant, kvh) * QC_E4M3_POST;
     const float vmul = e5 ? 1.f : qc_kv_scale(v_scale, variant, kvh) * QC_E4M3_POST;
     /* one instance per head dim, code and whether a q-head group fits rows 0..7 */
 #define QC_DEC_CALL(D, E5, H8)                                                                                  \
     qc_decode8<D, E5, H8>(q, k_cache, v_cache, block_tables, ctx_lens, out, work, n_seqs, n_heads, n_kv_heads, \
                           max_blocks, scale, kmul, vmul, sm)
+#endif
     const bool h8 = gq <= 8;
     if (head_dim == 128) {
         if (e5) {
