@@ -1,4 +1,5 @@
 /* w4a16_gemv_frag.c - the decode GEMV with W as the mma A operand: nibbles straight into A fragments, no shared-memory ring. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,6 +188,26 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "        }\n"                                                                                                 \
     "    }\n"                                                                                                     \
     "}\n"                                                                                                         \
+    "/* W4F_PF > 0 (tuning runs): chunk c of the warp's tiles prefetched into L2, W4F_PF chunks ahead of its loads; tiled\n" \
+    "   codes (CS 1024) take one bulk prefetch of the tile's 1 KB, row-major ones one line a row */\n"          \
+    "#ifndef W4F_PF\n"                                                                                          \
+    "#define W4F_PF 0\n"                                                                                        \
+    "#endif\n"                                                                                                  \
+    "template <int CS, int R>\n"                                                                                \
+    "__device__ __forceinline__ void w4f_pf(const u8 *q, ll k, int n, int n0, ll c, ll c1, int lane) {\n"       \
+    "    if (W4F_PF == 0 || c >= c1) return;\n"                                                                 \
+    "    if constexpr (CS == 1024) {\n"                                                                         \
+    "#if __CUDA_ARCH__ >= 900\n"                                                                                \
+    "        const int T = (n0 >> 4) + lane;\n"                                                                 \
+    "        if (lane < R && 16 * T < n)\n"                                                                     \
+    "            asm volatile(\"cp.async.bulk.prefetch.L2.global [%0], 1024;\" ::\"l\"(q + (ll)T * 8 * k + c * 1024) : \"memory\");\n" \
+    "#endif\n"                                                                                                  \
+    "    } else if (lane < 16 * R) {\n"                                                                         \
+    "        int row = n0 + lane;\n"                                                                            \
+    "        row = row < n ? row : n - 1;\n"                                                                    \
+    "        asm volatile(\"prefetch.global.L2 [%0];\" ::\"l\"(q + (ll)row * (k / 2) + c * 64));\n"            \
+    "    }\n"                                                                                                   \
+    "}\n"                                                                                                       \
     "template <int GW, int R, int NB, int CS>\n"                                                                  \
     "__device__ __forceinline__ void w4f_gemv(const u16 *x, const u8 *q, const u16 *sc, float *y, int m, int n, ll k,\n" \
     "                                         int n0, float *red) {\n"                                            \
@@ -223,7 +244,10 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "    /* two register stages, loaded one chunk ahead; the loop body is unrolled by two so no stage is copied */\n" \
     "    W4fStage<R, NB> s0, s1;\n"                                                                               \
     "    if (c0 < c1) w4f_load<GW, R, NB, CS>(s0, c0, qa, qb, sa, sb, xr, xok);\n"                                    \
+    "    for (int i = 1; i <= W4F_PF; i++) w4f_pf<CS, R>(q, k, n, n0, c0 + i, c1, lane);\n"                       \
     "    for (ll c = c0; c < c1; c += 2) {\n"                                                                     \
+    "        w4f_pf<CS, R>(q, k, n, n0, c + 1 + W4F_PF, c1, lane);\n"                                                \
+    "        w4f_pf<CS, R>(q, k, n, n0, c + 2 + W4F_PF, c1, lane);\n"                                                \
     "        if (c + 1 < c1) w4f_load<GW, R, NB, CS>(s1, c + 1, qa, qb, sa, sb, xr, xok);\n"                          \
     "        w4f_compute<GW, R, NB>(s0, acc, c, xr, xok);\n"                                                                  \
     "        if (c + 1 >= c1) break;\n"                                                                           \
@@ -420,5 +444,12 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
         .launch_dims = w4f_dims,
         .eligible = w4f_el_sym,
     };
+    /* QC_W4F_PF=1..16 (tuning runs): L2 prefetches that many chunks ahead of the loads */
+    static char src_pf[sizeof W4F_SRC_SYM + 32];
+    const char *pf = getenv("QC_W4F_PF");
+    if (pf && atoi(pf) >= 1 && atoi(pf) <= 16) {
+        snprintf(src_pf, sizeof src_pf, "#define W4F_PF %d\n%s", atoi(pf), W4F_SRC_SYM);
+        d.cuda_source = src_pf;
+    }
     return api->register_kernel(host, &d);
 }
