@@ -27,7 +27,7 @@ typedef unsigned long long CUdeviceptr;
 #define CU_STREAM_NON_BLOCKING 1u
 #define CU_FUNC_ATTR_MAX_DYNAMIC_SMEM 8
 /* a block gets this much dynamic shared memory without opting in */
-#define SMEM_DEFAULT_LIMIT (48u * 1024u)
+#define SMEM_OPTIN_FROM (16u * 1024u)
 
 typedef struct cu_api {
     CUresult (*cuInit)(unsigned);
@@ -611,7 +611,9 @@ qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *d, void *
         pthread_mutex_unlock(&g->mu);
         g->hook(g->hook_ctx, hk, argv, d, 0);
     }
-    if (d->shared_bytes > SMEM_DEFAULT_LIMIT &&
+    /* the 48 KiB default bounds static + dynamic shared memory together, so a kernel with static shared memory
+     * needs the opt-in below 48 KiB of dynamic: asked for from 16 KiB on (one cheap driver call) */
+    if (d->shared_bytes > SMEM_OPTIN_FROM &&
         cu_fail(g, g->cu.cuFuncSetAttribute(f, CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)d->shared_bytes), err, errlen,
                 "%u bytes of dynamic shared memory (device allows %zu)", d->shared_bytes, g->info.smem_optin))
         return QC_ERR_UNSUPPORTED;
