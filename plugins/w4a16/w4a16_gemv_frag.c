@@ -1,5 +1,4 @@
 /* w4a16_gemv_frag.c - the decode GEMV with W as the mma A operand: nibbles straight into A fragments, no shared-memory ring. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,7 +105,7 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "template <int GW> __device__ __forceinline__ uint4 w4f_ldx(const u16 *xr, bool ok, ll c, int j) {\n"        \
     "    return ok ? __ldg((const uint4 *)(xr + c * 128 + (j / GW) * 32 * GW + 8 * (j % GW))) : make_uint4(0u, 0u, 0u, 0u);\n" \
     "}\n"                                                                                                         \
-    "template <int GW, int R, int NB, int CS>\n"                                                                  \
+    "template <int GW, int R, int NB>\n"                                                                          \
     "__device__ __forceinline__ void w4f_load(W4fStage<R, NB> &s, ll c, const u8 *const *qa, const u8 *const *qb,\n" \
     "                                         const u16 *const *sa, const u16 *const *sb, const u16 *const *xr,\n" \
     "                                         const bool *xok) {\n"                                               \
@@ -115,8 +114,8 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "    for (int r = 0; r < R; r++) {\n"                                                                         \
     "#pragma unroll\n"                                                                                            \
     "        for (int l = 0; l < GPC; l++) {\n"                                                                   \
-    "            w4f_ldq<GW>(qa[r] + c * CS + l * 16 * GW, &s.wa[r][l * GW]);\n"                                  \
-    "            w4f_ldq<GW>(qb[r] + c * CS + l * 16 * GW, &s.wb[r][l * GW]);\n"                                  \
+    "            w4f_ldq<GW>(qa[r] + c * 64 + l * 16 * GW, &s.wa[r][l * GW]);\n"                                  \
+    "            w4f_ldq<GW>(qb[r] + c * 64 + l * 16 * GW, &s.wb[r][l * GW]);\n"                                  \
     "        }\n"                                                                                                 \
     "        if constexpr (GPC == 4) {\n"                                                                         \
     "            const uint2 a = __ldg((const uint2 *)(sa[r] + c * 4)), b = __ldg((const uint2 *)(sb[r] + c * 4));\n" \
@@ -188,27 +187,7 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "        }\n"                                                                                                 \
     "    }\n"                                                                                                     \
     "}\n"                                                                                                         \
-    "/* W4F_PF > 0 (tuning runs): chunk c of the warp's tiles prefetched into L2, W4F_PF chunks ahead of its loads; tiled\n" \
-    "   codes (CS 1024) take one bulk prefetch of the tile's 1 KB, row-major ones one line a row */\n"          \
-    "#ifndef W4F_PF\n"                                                                                          \
-    "#define W4F_PF 0\n"                                                                                        \
-    "#endif\n"                                                                                                  \
-    "template <int CS, int R>\n"                                                                                \
-    "__device__ __forceinline__ void w4f_pf(const u8 *q, ll k, int n, int n0, ll c, ll c1, int lane) {\n"       \
-    "    if (W4F_PF == 0 || c >= c1) return;\n"                                                                 \
-    "    if constexpr (CS == 1024) {\n"                                                                         \
-    "#if __CUDA_ARCH__ >= 900\n"                                                                                \
-    "        const int T = (n0 >> 4) + lane;\n"                                                                 \
-    "        if (lane < R && 16 * T < n)\n"                                                                     \
-    "            asm volatile(\"cp.async.bulk.prefetch.L2.global [%0], 1024;\" ::\"l\"(q + (ll)T * 8 * k + c * 1024) : \"memory\");\n" \
-    "#endif\n"                                                                                                  \
-    "    } else if (lane < 16 * R) {\n"                                                                         \
-    "        int row = n0 + lane;\n"                                                                            \
-    "        row = row < n ? row : n - 1;\n"                                                                    \
-    "        asm volatile(\"prefetch.global.L2 [%0];\" ::\"l\"(q + (ll)row * (k / 2) + c * 64));\n"            \
-    "    }\n"                                                                                                   \
-    "}\n"                                                                                                       \
-    "template <int GW, int R, int NB, int CS>\n"                                                                  \
+    "template <int GW, int R, int NB>\n"                                                                          \
     "__device__ __forceinline__ void w4f_gemv(const u16 *x, const u8 *q, const u16 *sc, float *y, int m, int n, ll k,\n" \
     "                                         int n0, float *red) {\n"                                            \
     "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;\n"             \
@@ -223,9 +202,8 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "        int ra = n0 + 16 * r + g, rb = ra + 8;\n"                                                            \
     "        ra = ra < n ? ra : n - 1;\n"                                                                         \
     "        rb = rb < n ? rb : n - 1;\n"                                                                         \
-    "        /* CS 64: row-major codes; 1024: tiles of 16 rows, chunk-major (the 16 rows' 64 bytes of a chunk) */\n" \
-    "        qa[r] = q + (CS == 64 ? (ll)ra * (k / 2) : (ll)(ra >> 4) * 8 * k + (ra & 15) * 64) + 4 * GW * t;\n"  \
-    "        qb[r] = q + (CS == 64 ? (ll)rb * (k / 2) : (ll)(rb >> 4) * 8 * k + (rb & 15) * 64) + 4 * GW * t;\n"  \
+    "        qa[r] = q + (ll)ra * (k / 2) + 4 * GW * t;\n"                                                        \
+    "        qb[r] = q + (ll)rb * (k / 2) + 4 * GW * t;\n"                                                        \
     "        sa[r] = sc + ra * ng;\n"                                                                             \
     "        sb[r] = sc + rb * ng;\n"                                                                             \
     "    }\n"                                                                                                     \
@@ -243,15 +221,12 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "            for (int e = 0; e < 4; e++) acc[r][nb][e] = 0.f;\n"                                              \
     "    /* two register stages, loaded one chunk ahead; the loop body is unrolled by two so no stage is copied */\n" \
     "    W4fStage<R, NB> s0, s1;\n"                                                                               \
-    "    if (c0 < c1) w4f_load<GW, R, NB, CS>(s0, c0, qa, qb, sa, sb, xr, xok);\n"                                    \
-    "    for (int i = 1; i <= W4F_PF; i++) w4f_pf<CS, R>(q, k, n, n0, c0 + i, c1, lane);\n"                       \
+    "    if (c0 < c1) w4f_load<GW, R, NB>(s0, c0, qa, qb, sa, sb, xr, xok);\n"                                    \
     "    for (ll c = c0; c < c1; c += 2) {\n"                                                                     \
-    "        w4f_pf<CS, R>(q, k, n, n0, c + 1 + W4F_PF, c1, lane);\n"                                                \
-    "        w4f_pf<CS, R>(q, k, n, n0, c + 2 + W4F_PF, c1, lane);\n"                                                \
-    "        if (c + 1 < c1) w4f_load<GW, R, NB, CS>(s1, c + 1, qa, qb, sa, sb, xr, xok);\n"                          \
+    "        if (c + 1 < c1) w4f_load<GW, R, NB>(s1, c + 1, qa, qb, sa, sb, xr, xok);\n"                          \
     "        w4f_compute<GW, R, NB>(s0, acc, c, xr, xok);\n"                                                                  \
     "        if (c + 1 >= c1) break;\n"                                                                           \
-    "        if (c + 2 < c1) w4f_load<GW, R, NB, CS>(s0, c + 2, qa, qb, sa, sb, xr, xok);\n"                          \
+    "        if (c + 2 < c1) w4f_load<GW, R, NB>(s0, c + 2, qa, qb, sa, sb, xr, xok);\n"                          \
     "        w4f_compute<GW, R, NB>(s1, acc, c + 1, xr, xok);\n"                                                                  \
     "    }\n"                                                                                                     \
     "    /* the K split: warps 1.. leave their totals, warp 0 adds them in warp order and stores */\n"            \
@@ -281,40 +256,31 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "}\n"                                                                                                         \
     "/* m > 8 (two n8 tiles of x) and g32 (four scale words a row a stage) run one 16-row tile at a time, the\n" \
     "   tiles of a 32-row block in turn: two W tiles would not fit 128 registers (the host plans R = 1 for them) */\n" \
-    "template <int GW, int CS>\n"                                                                                 \
+    "template <int GW>\n"                                                                                         \
     "__device__ __forceinline__ void w4f_go(const u16 *x, const u8 *q, const u16 *sc, float *y, int m, int n, ll k,\n" \
     "                                       int R, float *red) {\n"                                               \
     "    const int n0 = blockIdx.x * (16 * R); /* n < 2^31 (eligibility) */\n"                                    \
     "    if (m > 8) {\n"                                                                                          \
-    "        w4f_gemv<GW, 1, 2, CS>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
-    "        if (R == 2 && n0 + 16 < n) w4f_gemv<GW, 1, 2, CS>(x, q, sc, y, m, n, k, n0 + 16, red);\n"                \
+    "        w4f_gemv<GW, 1, 2>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
+    "        if (R == 2 && n0 + 16 < n) w4f_gemv<GW, 1, 2>(x, q, sc, y, m, n, k, n0 + 16, red);\n"                \
     "    } else if (R == 2 && GW == 1) {\n"                                                                       \
-    "        w4f_gemv<GW, 1, 1, CS>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
-    "        if (n0 + 16 < n) w4f_gemv<GW, 1, 1, CS>(x, q, sc, y, m, n, k, n0 + 16, red);\n"                          \
+    "        w4f_gemv<GW, 1, 1>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
+    "        if (n0 + 16 < n) w4f_gemv<GW, 1, 1>(x, q, sc, y, m, n, k, n0 + 16, red);\n"                          \
     "    } else if (R == 2) {\n"                                                                                  \
-    "        w4f_gemv<GW, 2, 1, CS>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
+    "        w4f_gemv<GW, 2, 1>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
     "    } else {\n"                                                                                              \
-    "        w4f_gemv<GW, 1, 1, CS>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
+    "        w4f_gemv<GW, 1, 1>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
     "    }\n"                                                                                                     \
     "}\n"                                                                                                         \
-    "template <int CS> __device__ __forceinline__ void w4f_entry(const u16 *x, const u8 *q, const u16 *s, float *y, ll m,\n" \
-    "                                                         ll n, ll k, ll gs) {\n"                                                              \
+    "extern \"C\" __global__ void __launch_bounds__(512) qc_w4f_gemv_sym(const u16 *x, const u8 *q, const u16 *s,\n" \
+    "        float *y, ll m, ll n, ll k, ll gs) {\n"                                                              \
     "    extern __shared__ float red[];\n"                                                                        \
     "    if (m <= 0 || m > 16 || n <= 0 || k <= 0 || (k & 127)) return;\n"                                        \
     "    /* the host's tile count: R = 1 gives 16-row blocks (then 16 gridDim >= n), R = 2 32-row ones */\n"      \
     "    const int R = (ll)gridDim.x * 16 >= n ? 1 : 2;\n"                                                        \
-    "    if (gs == 128) w4f_go<4, CS>(x, q, s, y, (int)m, (int)n, k, R, red);\n"                                                \
-    "    else if (gs == 64) w4f_go<2, CS>(x, q, s, y, (int)m, (int)n, k, R, red);\n"                                            \
-    "    else if (gs == 32) w4f_go<1, CS>(x, q, s, y, (int)m, (int)n, k, R, red);\n"                                            \
-    "}\n" \
-    "extern \"C\" __global__ void __launch_bounds__(512) qc_w4f_gemv_sym(const u16 *x, const u8 *q, const u16 *s,\n" \
-    "        float *y, ll m, ll n, ll k, ll gs) {\n"                                                              \
-    "    w4f_entry<64>(x, q, s, y, m, n, k, gs);\n"                                                               \
-    "}\n"                                                                                                         \
-    "/* the same over codes in 16-row tiles (n % 16 == 0): a warp's loads of a chunk are 512 contiguous bytes */\n" \
-    "extern \"C\" __global__ void __launch_bounds__(512) qc_w4f_gemv_sym_tiled(const u16 *x, const u8 *q,\n"   \
-    "        const u16 *s, float *y, ll m, ll n, ll k, ll gs) {\n"                                               \
-    "    w4f_entry<1024>(x, q, s, y, m, n, k, gs);\n"                                                             \
+    "    if (gs == 128) w4f_go<4>(x, q, s, y, (int)m, (int)n, k, R, red);\n"                                                \
+    "    else if (gs == 64) w4f_go<2>(x, q, s, y, (int)m, (int)n, k, R, red);\n"                                            \
+    "    else if (gs == 32) w4f_go<1>(x, q, s, y, (int)m, (int)n, k, R, red);\n"                                            \
     "}\n"
 
 static const char W4F_SRC_SYM[] = W4F_SRC;
@@ -444,12 +410,5 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
         .launch_dims = w4f_dims,
         .eligible = w4f_el_sym,
     };
-    /* QC_W4F_PF=1..16 (tuning runs): L2 prefetches that many chunks ahead of the loads */
-    static char src_pf[sizeof W4F_SRC_SYM + 32];
-    const char *pf = getenv("QC_W4F_PF");
-    if (pf && atoi(pf) >= 1 && atoi(pf) <= 16) {
-        snprintf(src_pf, sizeof src_pf, "#define W4F_PF %d\n%s", atoi(pf), W4F_SRC_SYM);
-        d.cuda_source = src_pf;
-    }
     return api->register_kernel(host, &d);
 }

@@ -70,19 +70,8 @@ int main(void) {
         kern kf, old;
         memset(&kf, 0, sizeof kf);
         memset(&old, 0, sizeof old);
-        /* QC_W4F_TILED=1: the fragment GEMV's tiled entry over codes re-tiled here (16-row tiles, chunk-major),
-         * timing only: what contiguous 512-byte warp loads would give (the pack does not have this layout) */
-        static qc_kernel_desc tiled_desc;
-        const qc_kernel_desc *fd = c.f ? qc_kernel_find(c.rt, "w4a16.gemv_frag_sym") : NULL;
-        if (fd && getenv("QC_W4F_TILED")) {
-            tiled_desc = *fd;
-            tiled_desc.id = "w4a16.gemv_frag_tiled";
-            tiled_desc.cuda_entry = "qc_w4f_gemv_sym_tiled";
-            kf.k = &tiled_desc;
-            wt_tiled = 1;
-        }
-        if (c.f && load_kernel(&c, &kf, kf.k ? tiled_desc.id : "w4a16.gemv_frag_sym") == 0) {
-            if (!wt_tiled) load_kernel(&c, &old, "w4a16.gemv_sym");
+        if (c.f && load_kernel(&c, &kf, "w4a16.gemv_frag_sym") == 0) {
+            load_kernel(&c, &old, "w4a16.gemv_sym");
             double t0 = qc_now_seconds();
             if (!getenv("QC_W4_TIMING_ONLY")) correctness(&c, &kf);
             printf("%s: correctness cases took %.1f s\n", TEST, qc_now_seconds() - t0);

@@ -18,8 +18,6 @@
 #define PEAK_TFLOPS 989.0
 
 static const char *const SCHEMES[] = {"sym", "asym", "fmin"};
-/* device codes in 16-row tiles (the tiled fragment GEMV's experiment), set by the test */
-static int wt_tiled;
 /* the median of the last timed run_case, us (-1 when none) */
 static double last_us = -1;
 
@@ -142,20 +140,8 @@ static int wt_make(ctx *c, wt *w, int scheme, uint32_t g, int64_t n, int64_t k, 
     for (int i = 0; st == QC_OK && i < ncopy; i++)
         for (uint32_t b = 0; st == QC_OK && b < w->pw.n_buffers; b++) {
             const qc_buffer *hb = &w->pw.buffers[b];
-            const void *data = hb->data;
-            uint8_t *tiled = NULL;
-            if (wt_tiled && strcmp(hb->name, "qweight") == 0 && n % 16 == 0 && k % 128 == 0) {
-                /* codes in 16-row tiles, chunk-major: tile T, chunk c, row r of the tile at T 8k + c 1024 + r 64 */
-                tiled = malloc(hb->bytes);
-                const uint8_t *rm = hb->data;
-                for (int64_t j = 0; tiled && j < n; j++)
-                    for (int64_t cb = 0; cb < k / 128; cb++)
-                        memcpy(tiled + (j / 16) * 8 * k + cb * 1024 + (j % 16) * 64, rm + j * (k / 2) + cb * 64, 64);
-                data = tiled;
-            }
             st = qc_gpu_alloc(c->g, hb->bytes, hb->bytes, hb->category, hb->name, &w->dev[i][b], err, sizeof err);
-            if (st == QC_OK) st = qc_gpu_upload(c->g, w->dev[i][b].ptr, data, hb->bytes, err, sizeof err);
-            free(tiled);
+            if (st == QC_OK) st = qc_gpu_upload(c->g, w->dev[i][b].ptr, hb->data, hb->bytes, err, sizeof err);
         }
     CHECK(st == QC_OK, "weight buffers: %s", err);
     return st == QC_OK ? 0 : -1;
@@ -325,7 +311,7 @@ typedef struct kern {
 
 static int load_kernel(ctx *c, kern *kk, const char *id) {
     kk->id = id;
-    kk->k = kk->k ? kk->k : qc_kernel_find(c->rt, id);
+    kk->k = qc_kernel_find(c->rt, id);
     CHECK(kk->k != NULL, "%s is not registered", id);
     if (!kk->k) return -1;
     qc_reason why;
