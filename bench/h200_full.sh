@@ -68,7 +68,8 @@ model)
   ;;
 tests)
   # GPU tests by name, each optionally with environment settings after '@' (comma-separated), e.g.
-  # TESTS="test_gpu_kv_fp8 test_gpu_w4a16_frag@QC_W4F_KS=4,QC_W4F_R=2"; then the crossover's part b
+  # TESTS="test_gpu_kv_fp8 test_gpu_w4a16_frag@QC_W4F_KS=4,QC_W4F_R=2" (values cannot hold commas); then the
+  # crossover's part b
   for spec in ${TESTS:-test_gpu_kv_fp8}; do
     t=${spec%%@*} envs=""
     [ "$t" != "$spec" ] && envs=${spec#*@}
