@@ -82,12 +82,12 @@ typedef struct eng_kernel {
 } eng_kernel;
 
 enum { K_EMBED, K_ADD_NORM, K_QKV, K_SWIGLU, K_CAST, K_FILL, K_ARGMAX, K_ATTN_DECODE, K_ATTN_REDUCE, K_ATTN_PREFILL,
-       K_ADD_NORM_Q, K_SWIGLU_Q, K_COUNT };
+       K_ADD_NORM_Q, K_SWIGLU_Q, K_CAST_Q, K_COUNT };
 
 static const char *const KERNEL_IDS[K_COUNT] = {
     "core.embed_bf16", "core.add_rmsnorm", "core.qkv_rope_kv", "core.swiglu_ld",  "core.cast_bf16",
     "core.fill_random_bf16", "core.argmax",  "core.attn_decode", "core.attn_decode_reduce", "core.attn_prefill",
-    "core.add_rmsnorm_quant", "core.swiglu_quant",
+    "core.add_rmsnorm_quant", "core.swiglu_quant", "core.cast_quant",
 };
 
 typedef struct eng_graph {
@@ -376,13 +376,25 @@ static qc_status linear_exec(qc_engine *e, eng_linear *L, eng_choice *c, qc_devp
     qc_status st;
     if (e->tracer) qc_gpu_tracer_context(e->tracer, L->name, "linear");
     if (c->wants_bf16 && !xb && !prequant) {
-        /* only the attention output arrives without a bf16 copy */
-        int64_t count = m * L->k;
-        qc_problem pc = problem(count, 1, 0);
-        qc_named_arg a[] = {ARG("x", x), ARG("y", e->attb.ptr), ARG("count", count)};
-        st = launch(e, e->kern[K_CAST].k, e->kern[K_CAST].fn, &pc, a, 3, err, errlen);
+        /* only the attention output arrives without a bf16 copy: cast it, or
+           with fusion cast and quantize in one pass */
+        int64_t count = m * L->k, kk = L->k;
+        if (fused(e, c)) {
+            qc_problem pr = problem(m, kk, 0);
+            qc_devptr yb = has_param(c->k, "x.bf16") ? e->attb.ptr : 0;
+            int32_t recipe = c->fuse;
+            qc_named_arg a[] = {ARG("x", x),        ARG("xq", e->d_xq.ptr), ARG("xs", e->d_xs.ptr), ARG("y.bf16", yb),
+                                ARG("m", m),        ARG("n", kk),           ARG("recipe", recipe)};
+            st = launch(e, e->kern[K_CAST_Q].k, e->kern[K_CAST_Q].fn, &pr, a, 7, err, errlen);
+            prequant = 1;
+            xb = yb;
+        } else {
+            qc_problem pc = problem(count, 1, 0);
+            qc_named_arg a[] = {ARG("x", x), ARG("y", e->attb.ptr), ARG("count", count)};
+            st = launch(e, e->kern[K_CAST].k, e->kern[K_CAST].fn, &pc, a, 3, err, errlen);
+            xb = e->attb.ptr;
+        }
         if (st != QC_OK) return st;
-        xb = e->attb.ptr;
     }
     qc_problem p = problem(m, L->n, L->k);
     p.sm = (uint32_t)e->sm;

@@ -373,6 +373,38 @@ static const char ENGINE_SRC[] =
     "    }\n"
     "}\n"
     "\n"
+    "/* yb = bf16(x) (may be null) and xq/xs from those values (recipe: QC_M_*), a block per row: the\n"
+    "   attention output's cast and quantizer in one pass */\n"
+    "template <int MODE>\n"
+    "__device__ __forceinline__ void qc_cast_quant_t(const float *x, unsigned short *yb, unsigned char *xq, float *xs,\n"
+    "                                                long long m, long long n) {\n"
+    "    long long r = blockIdx.x;\n"
+    "    if (r >= m) return;\n"
+    "    const int T = blockDim.x, tid = threadIdx.x;\n"
+    "    const long long nc = n >> 2;\n"
+    "    if ((n & 3) || nc > (long long)QC_VPT * T || !qc_al16(x) || !qc_al16(yb)) {\n"
+    "        if (tid == 0) xs[r] = __int_as_float(0x7fc00000); /* never launched so (qc_fuse_decide) */\n"
+    "        return;\n"
+    "    }\n"
+    "    float4 v[QC_VPT];\n"
+    "#pragma unroll\n"
+    "    for (int c = 0; c < QC_VPT; c++) {\n"
+    "        long long j = (long long)c * T + tid;\n"
+    "        if (j < nc) v[c] = ((const float4 *)(x + r * n))[j];\n"
+    "    }\n"
+    "    qc_row_out<MODE>(v, r, n, 0, yb, xq, xs);\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(1024) qc_cast_quant(const float *x, unsigned char *xq, float *xs,\n"
+    "                                                              unsigned short *yb, long long m, long long n,\n"
+    "                                                              int recipe) {\n"
+    "    switch (recipe) {\n"
+    "    case QC_M_E4M3_TOKEN: qc_cast_quant_t<QC_M_E4M3_TOKEN>(x, yb, xq, xs, m, n); break;\n"
+    "    case QC_M_E4M3_G128: qc_cast_quant_t<QC_M_E4M3_G128>(x, yb, xq, xs, m, n); break;\n"
+    "    case QC_M_INT8_TOKEN: qc_cast_quant_t<QC_M_INT8_TOKEN>(x, yb, xq, xs, m, n); break;\n"
+    "    default: break;\n"
+    "    }\n"
+    "}\n"
+    "\n"
     "/* y = bf16(x) */\n"
     "extern \"C\" __global__ void qc_cast_bf16(const float *x, unsigned short *y, long long count) {\n"
     "    long long step = (long long)gridDim.x * blockDim.x;\n"
@@ -559,6 +591,23 @@ static void swiglu_quant_ref(const float *g, const float *u, int64_t ld, uint8_t
     free(b), free(yr);
 }
 
+static void cast_quant_ref(const float *x, uint8_t *xq, float *xs, uint16_t *yb, int64_t m, int64_t n,
+                           int32_t recipe) {
+    uint16_t *b = malloc((size_t)(n > 0 ? n : 1) * sizeof *b);
+    if (!b || recipe < QC_FUSE_E4M3_TOKEN || recipe > QC_FUSE_INT8_TOKEN) {
+        for (int64_t r = 0; r < m && xs; r++)
+            for (int64_t k = 0; k < scales_per_row(recipe, n); k++) xs[r * scales_per_row(recipe, n) + k] = NAN;
+        free(b);
+        return;
+    }
+    for (int64_t r = 0; r < m; r++) {
+        for (int64_t i = 0; i < n; i++) b[i] = qc_f32_to_bf16(x[r * n + i]);
+        if (yb) memcpy(yb + r * n, b, (size_t)n * sizeof *b);
+        quant_row_ref(recipe, b, n, xq + r * n, xs + r * scales_per_row(recipe, n));
+    }
+    free(b);
+}
+
 static void cast_bf16_ref(const float *x, uint16_t *y, int64_t count) {
     for (int64_t i = 0; i < count; i++) y[i] = qc_f32_to_bf16(x[i]);
 }
@@ -636,6 +685,10 @@ static const qc_kernel_param SWIGLU_Q_PARAMS[] = {
     {"xs", QC_PARAM_PTR},   {"y", QC_PARAM_PTR},      {"y.bf16", QC_PARAM_PTR}, {"m", QC_PARAM_I64},
     {"n", QC_PARAM_I64},    {"recipe", QC_PARAM_I32},
 };
+static const qc_kernel_param CAST_Q_PARAMS[] = {
+    {"x", QC_PARAM_PTR}, {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR},    {"y.bf16", QC_PARAM_PTR},
+    {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64},  {"recipe", QC_PARAM_I32},
+};
 static const qc_kernel_param SWIGLU_LD_PARAMS[] = {
     {"gate", QC_PARAM_PTR},   {"up", QC_PARAM_PTR}, {"ld", QC_PARAM_I64}, {"y", QC_PARAM_PTR},
     {"y.bf16", QC_PARAM_PTR}, {"m", QC_PARAM_I64},  {"n", QC_PARAM_I64},
@@ -669,6 +722,8 @@ qc_status qc_engine_kernels_register(const qc_host_api *api, qc_host *host) {
                       "qc_swiglu_ld", vec_rows_dims),
         engine_kernel("core.swiglu_quant", SWIGLU_Q_PARAMS, N_OF(SWIGLU_Q_PARAMS), (void (*)(void))swiglu_quant_ref,
                       "qc_swiglu_quant", vec_rows_dims),
+        engine_kernel("core.cast_quant", CAST_Q_PARAMS, N_OF(CAST_Q_PARAMS), (void (*)(void))cast_quant_ref,
+                      "qc_cast_quant", vec_rows_dims),
         engine_kernel("core.cast_bf16", CAST_PARAMS, N_OF(CAST_PARAMS), (void (*)(void))cast_bf16_ref, "qc_cast_bf16",
                       elem_dims),
         engine_kernel("core.fill_random_bf16", FILL_PARAMS, N_OF(FILL_PARAMS), (void (*)(void))fill_random_bf16_ref,

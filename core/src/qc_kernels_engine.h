@@ -8,13 +8,14 @@
 #define QC_KV_BLOCK_REF 16
 
 /* Register core.embed_bf16, core.add_rmsnorm, core.add_rmsnorm_quant,
- * core.qkv_rope_kv, core.swiglu_ld, core.swiglu_quant, core.cast_bf16 and
- * core.fill_random_bf16 (under the "bf16" format, found by id).  Called from
+ * core.qkv_rope_kv, core.swiglu_ld, core.swiglu_quant, core.cast_quant,
+ * core.cast_bf16 and core.fill_random_bf16 (under the "bf16" format, found by id).  Called from
  * the builtin plugin's init. */
 qc_status qc_engine_kernels_register(const qc_host_api *api, qc_host *host);
 
 /* Fused activation quantization (plugin.h, act_recipe): the recipes the
- * core's add_rmsnorm_quant / swiglu_quant implement, as their "recipe" param. */
+ * core's add_rmsnorm_quant / swiglu_quant / cast_quant implement, as their
+ * "recipe" param. */
 enum {
     QC_FUSE_NONE = 0,
     QC_FUSE_E4M3_TOKEN = 1, /* QC_ACT_RECIPE_E4M3_TOKEN */

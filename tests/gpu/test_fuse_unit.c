@@ -13,7 +13,7 @@
 #define TEST "test_fuse_unit"
 
 static const char *const FUSE_IDS[] = {"core.add_rmsnorm", "core.add_rmsnorm_quant", "core.swiglu_ld",
-                                       "core.swiglu_quant"};
+                                       "core.swiglu_quant", "core.cast_quant"};
 #define N_FUSE (sizeof FUSE_IDS / sizeof FUSE_IDS[0])
 
 /* Recipe names and the decision on hand-made descriptors (no plugin needed). */
@@ -110,7 +110,7 @@ static void refs_match_plugins(qc_runtime *rt, uint64_t *rng) {
     static const int64_t shapes[][2] = {{3, 256}, {2, 4096}, {2, 336}, {1, 14336}};
     for (int recipe = QC_FUSE_E4M3_TOKEN; recipe <= QC_FUSE_INT8_TOKEN; recipe++)
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
-            for (int op = 0; op < 2; op++) {
+            for (int op = 0; op < 3; op++) {
                 int64_t m = shapes[si][0], n = shapes[si][1], ld = 2 * n, ng = (n + 127) / 128;
                 size_t cnt = (size_t)(m * n);
                 float *x = malloc(cnt * 4), *x2 = malloc(cnt * 4), *h = malloc(cnt * 4), *w = malloc((size_t)n * 4);
@@ -125,13 +125,13 @@ static void refs_match_plugins(qc_runtime *rt, uint64_t *rng) {
                 x[5] = 300.0f;
                 if (n >= 256)
                     for (int64_t i = 128; i < 256; i++) x[i] = 0.f, h[i] = 0.f, gu[i] = 0.f;
-                if (m > 1 && recipe == QC_FUSE_INT8_TOKEN) gu[ld + 7] = INFINITY, h[n + 7] = INFINITY;
+                if (m > 1 && recipe == QC_FUSE_INT8_TOKEN) gu[ld + 7] = INFINITY, h[n + 7] = INFINITY, x[n + 7] = INFINITY;
                 memcpy(x2, x, cnt * 4);
                 float eps = 1e-5f;
                 int32_t rc = recipe;
                 void *px = x, *px2 = x2, *ph = h, *pw = w, *py = y, *pyb = yb, *py0 = y0, *pyb0 = yb0, *pxq = xq,
                      *pxs = xs, *nul = NULL, *pg = gu, *pu = gu + n;
-                const char *what = op ? "swiglu_quant" : "add_rmsnorm_quant";
+                const char *what = op == 2 ? "cast_quant" : op ? "swiglu_quant" : "add_rmsnorm_quant";
                 if (op == 0) {
                     qc_named_arg a[] = {{"x", &px},   {"h", &ph},       {"weight", &pw}, {"idx", &nul},
                                         {"xq", &pxq}, {"xs", &pxs},     {"y", &py},      {"y.bf16", &pyb},
@@ -140,6 +140,14 @@ static void refs_match_plugins(qc_runtime *rt, uint64_t *rng) {
                     qc_named_arg b[] = {{"x", &px2},  {"h", &ph}, {"weight", &pw}, {"y", &py0}, {"y.bf16", &pyb0},
                                         {"idx", &nul}, {"m", &m}, {"n", &n},       {"eps", &eps}};
                     call_ref(rt, "core.add_rmsnorm", b, 9);
+                } else if (op == 2) { /* the attention output: cast and quantize; plain: core.cast_bf16 */
+                    qc_named_arg a[] = {{"x", &px}, {"xq", &pxq}, {"xs", &pxs}, {"y.bf16", &pyb},
+                                        {"m", &m},  {"n", &n},    {"recipe", &rc}};
+                    call_ref(rt, "core.cast_quant", a, 7);
+                    int64_t count = m * n;
+                    qc_named_arg b[] = {{"x", &px2}, {"y", &pyb0}, {"count", &count}};
+                    call_ref(rt, "core.cast_bf16", b, 3);
+                    memcpy(y, x, cnt * 4), memcpy(y0, x, cnt * 4); /* no f32 output */
                 } else {
                     qc_named_arg a[] = {{"gate", &pg}, {"up", &pu}, {"ld", &ld}, {"xq", &pxq}, {"xs", &pxs},
                                         {"y", &py},    {"y.bf16", &pyb}, {"m", &m}, {"n", &n}, {"recipe", &rc}};

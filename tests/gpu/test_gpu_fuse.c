@@ -103,7 +103,7 @@ static size_t diff_f32(const float *a, const float *b, size_t n) {
     return d;
 }
 
-/* One case: op 0 add+RMSNorm (with h), 1 SwiGLU.  Checks, bit for bit:
+/* One case: op 0 add+RMSNorm (with h), 1 SwiGLU, 2 the cast of the attention output.  Checks, bit for bit:
  *   the fused kernel's xq/xs = the plugin's GPU quantizer and its C reference on the fused kernel's own y.bf16;
  *   the fused kernel without y/y.bf16 (the engine's call) = with them;
  *   the plain kernel's y / y.bf16 (and x after the add) = the fused kernel's;
@@ -128,9 +128,11 @@ static void one_case(ctx *c, int op, int recipe, int64_t m, int64_t n, int reps)
     x[7] = 200.0f, gu[7] = 20.0f, gu[n + 7] = 30.0f;
     if (n >= 256)
         for (int64_t i = 128; i < 256; i++) x[i] = h[i] = gu[i] = 0.f;
-    if (m > 2 && recipe == QC_FUSE_INT8_TOKEN) h[2 * n + 3] = INFINITY, gu[2 * ld + 3] = INFINITY;
+    if (m > 2 && recipe == QC_FUSE_INT8_TOKEN) h[2 * n + 3] = INFINITY, gu[2 * ld + 3] = INFINITY, x[2 * n + 3] = INFINITY;
+    gt_poison(ry, cnt * 4); /* cast_quant has no f32 output */
     char shape[96];
-    snprintf(shape, sizeof shape, "%s %s m=%lld n=%lld", op ? "swiglu" : "add_rmsnorm", recipe_name(recipe),
+    snprintf(shape, sizeof shape, "%s %s m=%lld n=%lld", op == 2 ? "cast" : op ? "swiglu" : "add_rmsnorm",
+             recipe_name(recipe),
              (long long)m, (long long)n);
     if (alloc_all(c, &d, m, n, ld)) goto out;
     qc_status st = qc_gpu_upload(c->g, d.x0.ptr, x, cnt * 4, err, sizeof err);
@@ -164,6 +166,17 @@ static void one_case(ctx *c, int op, int recipe, int64_t m, int64_t n, int reps)
         qc_named_arg a3[] = {{"x", &d.x.ptr},  {"h", &d.h.ptr}, {"weight", &d.w.ptr}, {"y", &d.y2.ptr},
                              {"y.bf16", &d.yb2.ptr}, {"idx", &nul}, {"m", &m}, {"n", &n}, {"eps", &eps}};
         if (run_id(c, "core.add_rmsnorm", a3, 9, &p, 0) < 0 || down(c, xb, d.x.ptr, cnt * 4)) goto out;
+    } else if (op == 2) { /* the attention output (f32 in x0): plain is core.cast_bf16, then the quantizer */
+        qc_named_arg a[] = {{"x", &d.x0.ptr}, {"xq", &d.xq.ptr}, {"xs", &d.xs.ptr}, {"y.bf16", &d.yb.ptr},
+                            {"m", &m},        {"n", &n},         {"recipe", &rc}};
+        if (run_id(c, "core.cast_quant", a, 7, &p, 0) < 0) goto out;
+        qc_named_arg a2[] = {{"x", &d.x0.ptr}, {"xq", &d.xq2.ptr}, {"xs", &d.xs2.ptr}, {"y.bf16", &nul},
+                             {"m", &m},        {"n", &n},          {"recipe", &rc}};
+        if (run_id(c, "core.cast_quant", a2, 7, &p, 0) < 0) goto out;
+        int64_t count = m * n;
+        qc_problem pc = {.struct_size = sizeof pc, .m = count, .n = 1};
+        qc_named_arg a3[] = {{"x", &d.x0.ptr}, {"y", &d.yb2.ptr}, {"count", &count}};
+        if (run_id(c, "core.cast_bf16", a3, 3, &pc, 0) < 0) goto out;
     } else {
         qc_named_arg a[] = {{"gate", &d.gu.ptr}, {"up", &up},         {"ld", &ld}, {"xq", &d.xq.ptr}, {"xs", &d.xs.ptr},
                             {"y", &d.y.ptr},     {"y.bf16", &d.yb.ptr}, {"m", &m}, {"n", &n},         {"recipe", &rc}};
@@ -200,7 +213,7 @@ static void one_case(ctx *c, int op, int recipe, int64_t m, int64_t n, int reps)
         memcpy(xr, x, cnt * 4);
         void *hx = xr, *hh = h, *hw = w, *hy = ry, *hyb = ryb, *hq = malloc(cnt), *hs = malloc(nsc * 4), *hn = NULL;
         void *hg = gu, *hu = gu + n, *argv[16];
-        const char *rid = op ? "core.swiglu_quant" : "core.add_rmsnorm_quant";
+        const char *rid = op == 2 ? "core.cast_quant" : op ? "core.swiglu_quant" : "core.add_rmsnorm_quant";
         const qc_kernel_desc *rk = qc_kernel_find(c->rt, rid);
         qc_named_arg ar[] = {{"x", &hx},     {"h", &hh},  {"weight", &hw}, {"idx", &hn}, {"xq", &hq},
                              {"xs", &hs},    {"y", &hy},  {"y.bf16", &hyb}, {"m", &m},   {"n", &n},
@@ -217,8 +230,8 @@ static void one_case(ctx *c, int op, int recipe, int64_t m, int64_t n, int reps)
     double worst = 0;
     int ulp = 0;
     for (size_t i = 0; i < cnt; i++) {
-        if (isnan(ry[i]) || isnan(y[i])) continue;
-        worst = fmax(worst, fabs((double)y[i] - ry[i]) / fmax(1e-3, fabs((double)ry[i])));
+        if (!isnan(ry[i]) && !isnan(y[i])) worst = fmax(worst, fabs((double)y[i] - ry[i]) / fmax(1e-3, fabs((double)ry[i])));
+        if ((yb[i] & 0x7fff) > 0x7f80 || (ryb[i] & 0x7fff) > 0x7f80) continue; /* NaN: any bits */
         int du = abs((int)(int16_t)yb[i] - (int)(int16_t)ryb[i]);
         if (du > ulp) ulp = du;
     }
@@ -235,8 +248,18 @@ static void one_case(ctx *c, int op, int recipe, int64_t m, int64_t n, int reps)
         /* timings: the plain kernel + the plugin's quantizer (what the engine ran) vs the fused one */
         double t_plain, t_q, t_f;
         qc_named_arg aq2[] = {{"x.bf16", &d.yb2.ptr}, {"xq", &d.pq.ptr}, {"xs", &d.ps.ptr}, {"m", &m}, {"k", &k}};
-        double in_b = op ? (double)cnt * 8 : (double)cnt * 12; /* swiglu: g, u; norm: x, h read, x written */
-        if (op == 0) {
+        /* swiglu: g, u read; norm: x, h read, x written; cast: x read */
+        double in_b = op == 2 ? (double)cnt * 4 : op ? (double)cnt * 8 : (double)cnt * 12;
+        double plain_out = op == 2 ? 2.0 : 6.0; /* y.bf16 (and y f32) */
+        if (op == 2) {
+            int64_t count = m * n;
+            qc_problem pc = {.struct_size = sizeof pc, .m = count, .n = 1};
+            qc_named_arg a3[] = {{"x", &d.x0.ptr}, {"y", &d.yb2.ptr}, {"count", &count}};
+            qc_named_arg a2[] = {{"x", &d.x0.ptr}, {"xq", &d.xq2.ptr}, {"xs", &d.xs2.ptr}, {"y.bf16", &nul},
+                                 {"m", &m},        {"n", &n},          {"recipe", &rc}};
+            t_plain = run_id(c, "core.cast_bf16", a3, 3, &pc, reps);
+            t_f = run_id(c, "core.cast_quant", a2, 7, &p, reps);
+        } else if (op == 0) {
             qc_named_arg a3[] = {{"x", &d.x.ptr},  {"h", &d.h.ptr}, {"weight", &d.w.ptr}, {"y", &d.y2.ptr},
                                  {"y.bf16", &d.yb2.ptr}, {"idx", &nul}, {"m", &m}, {"n", &n}, {"eps", &eps}};
             qc_named_arg a2[] = {{"x", &d.x.ptr},    {"h", &d.h.ptr},    {"weight", &d.w.ptr}, {"idx", &nul},
@@ -253,7 +276,7 @@ static void one_case(ctx *c, int op, int recipe, int64_t m, int64_t n, int reps)
             t_f = run_id(c, "core.swiglu_quant", a2, 10, &p, reps);
         }
         t_q = run_id(c, quant_of(recipe), aq2, 5, &pk, reps);
-        double plain_b = in_b + (double)cnt * 6, q_b = (double)cnt * 3, f_b = in_b + (double)cnt;
+        double plain_b = in_b + (double)cnt * plain_out, q_b = (double)cnt * 3, f_b = in_b + (double)cnt;
         printf("  %-40s plain %.1f us (%.2f TB/s) + quantizer %.1f us (%.2f TB/s) = %.1f us; fused %.1f us (%.2f "
                "TB/s), %.2fx (%s)\n",
                shape, t_plain, plain_b / t_plain / 1e6, t_q, q_b / t_q / 1e6, t_plain + t_q, t_f, f_b / t_f / 1e6,
@@ -336,9 +359,10 @@ static void engine_on_off(ctx *c, const char *format) {
         CHECK(diff == 0, "%s graphs %d: logits differ with fusion, first at %zu: %g vs %g", format, graphs, first,
               on[first], off[first]);
         CHECK(same, "%s graphs %d: greedy tokens differ with fusion", format, graphs);
-        /* the quantizers of qkv, gate_up and down are skipped in every layer (attn.o keeps its own) */
-        CHECK(loff == lon + 3 * LAYERS, "%s: prefill launches %llu fused, %llu not (want %d fewer)", format,
-              (unsigned long long)lon, (unsigned long long)loff, 3 * LAYERS);
+        /* the quantizers of qkv, gate_up and down are skipped in every layer, and attn.o's cast and quantizer
+           are one launch */
+        CHECK(loff == lon + 4 * LAYERS, "%s: prefill launches %llu fused, %llu not (want %d fewer)", format,
+              (unsigned long long)lon, (unsigned long long)loff, 4 * LAYERS);
     }
     free(on), free(off);
 }
@@ -364,8 +388,8 @@ int main(void) {
     c.rng = gt_seed(TEST);
     if (c.rt) {
         for (int recipe = QC_FUSE_E4M3_TOKEN; recipe <= QC_FUSE_INT8_TOKEN; recipe++)
-            for (int op = 0; op < 2; op++) {
-                int64_t big = op ? 14336 : 4096; /* Llama-3-8B: hidden, intermediate */
+            for (int op = 0; op < 3; op++) {
+                int64_t big = op == 1 ? 14336 : 4096; /* Llama-3-8B: hidden (norm, attention output), intermediate */
                 one_case(&c, op, recipe, 1, big, 0);
                 one_case(&c, op, recipe, 37, 336, 0);  /* a short last group, 3 chunks of 32 per warp slot */
                 one_case(&c, op, recipe, 5, 16384, 0); /* the largest fused row */
@@ -373,7 +397,8 @@ int main(void) {
             }
         if (c.sm >= 89) engine_on_off(&c, "fp8");
         engine_on_off(&c, "w8a8_int8");
-        printf("%s: note: add_rmsnorm moves 12 B/element in (+1 B codes fused, +6 B y/y.bf16 plain), swiglu 8 B\n", TEST);
+        printf("%s: note: bytes per element read: add_rmsnorm 12 (x, h; x written), swiglu 8, cast 4; written: 1 (codes) "
+               "fused, 6 (y, y.bf16) plain (cast 2), quantizer 3\n", TEST);
         qc_gpu_ledger_row tot = qc_gpu_ledger_get(c.g, QC_MEM_COUNT_);
         CHECK(tot.count == 0, "buffers left allocated: %zu", tot.count);
         qc_runtime_close(c.rt);
