@@ -39,26 +39,30 @@ static void dims(qc_launch_dims *d, uint32_t gx, uint32_t gy, uint32_t block) {
 }
 
 
+/* helpers of both sources */
+#define ENGINE_COMMON \
+    "/* qcore engine kernels */\n" \
+    "#define QC_KV_BLOCK 16\n" \
+    "__device__ __forceinline__ float qc_bf(unsigned short h) { return __uint_as_float((unsigned)h << 16); }\n" \
+    "__device__ __forceinline__ unsigned short qc_tobf(float f) {\n" \
+    "    unsigned short r;\n" \
+    "    asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(f));\n" \
+    "    return r;\n" \
+    "}\n" \
+    "__device__ float qc_bsum(float v) {\n" \
+    "    __shared__ float part[32];\n" \
+    "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n" \
+    "    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;\n" \
+    "    __syncthreads();\n" \
+    "    if (lane == 0) part[wid] = v;\n" \
+    "    __syncthreads();\n" \
+    "    v = lane < nw ? part[lane] : 0.f;\n" \
+    "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n" \
+    "    return v;\n" \
+    "}\n"
+
 static const char ENGINE_SRC[] =
-    "/* qcore engine kernels */\n"
-    "#define QC_KV_BLOCK 16\n"
-    "__device__ __forceinline__ float qc_bf(unsigned short h) { return __uint_as_float((unsigned)h << 16); }\n"
-    "__device__ __forceinline__ unsigned short qc_tobf(float f) {\n"
-    "    unsigned short r;\n"
-    "    asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(f));\n"
-    "    return r;\n"
-    "}\n"
-    "__device__ float qc_bsum(float v) {\n"
-    "    __shared__ float part[32];\n"
-    "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
-    "    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;\n"
-    "    __syncthreads();\n"
-    "    if (lane == 0) part[wid] = v;\n"
-    "    __syncthreads();\n"
-    "    v = lane < nw ? part[lane] : 0.f;\n"
-    "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
-    "    return v;\n"
-    "}\n"
+    ENGINE_COMMON
     "\n"
     "/* one block per token: y = bf16 table row; an id outside [0, vocab) gives NaN */\n"
     "extern \"C\" __global__ void qc_embed_bf16(const unsigned short *table, const int *ids, float *y, long long m,\n"
@@ -72,6 +76,81 @@ static const char ENGINE_SRC[] =
     "    for (long long i = threadIdx.x; i < n; i += blockDim.x) yr[i] = bad ? __uint_as_float(0x7fc00000u) : qc_bf(src[i]);\n"
     "}\n"
     "\n"
+    "/* block (token r, head j): j < heads is query head j, else kv head\n"
+    "   j - heads (which also moves v).  bias, per-head norm, rotary at pos[r];\n"
+    "   q to q_out [m][heads][d] f32, k and v to the cache at slots[r] as bf16.\n"
+    "   blockDim.x = d / 2: thread i owns the rotated pair of index i. */\n"
+    "extern \"C\" __global__ void qc_qkv_rope_kv(const float *qkv, long long ld, const float *bias, float *q_out,\n"
+    "                                           unsigned short *k_cache, unsigned short *v_cache, const int *slots,\n"
+    "                                           const int *pos, const float *inv_freq, const float *q_norm,\n"
+    "                                           const float *k_norm, long long m, int heads, int kv_heads, int d,\n"
+    "                                           int halves, float eps) {\n"
+    "    long long r = blockIdx.x;\n"
+    "    int j = blockIdx.y, i = threadIdx.x, half = d / 2;\n"
+    "    if (r >= m) return;\n"
+    "    bool is_q = j < heads;\n"
+    "    int kvh = j - heads;\n"
+    "    long long col = is_q ? (long long)j * d : (long long)heads * d + (long long)kvh * d;\n"
+    "    const float *src = qkv + r * ld + col;\n"
+    "    bool act = i < half; /* the block is rounded up to whole warps */\n"
+    "    int i0 = halves ? i : 2 * i, i1 = halves ? i + half : 2 * i + 1;\n"
+    "    float a0 = act ? src[i0] : 0.f, a1 = act ? src[i1] : 0.f;\n"
+    "    if (bias && act) { a0 += bias[col + i0]; a1 += bias[col + i1]; }\n"
+    "    const float *nw = is_q ? q_norm : k_norm;\n"
+    "    if (nw) {\n"
+    "        float ss = qc_bsum(a0 * a0 + a1 * a1);\n"
+    "        float inv = 1.0f / sqrtf(ss / (float)d + eps);\n"
+    "        if (act) { a0 = a0 * inv * nw[i0]; a1 = a1 * inv * nw[i1]; }\n"
+    "    }\n"
+    "    if (!act) i = 0; /* idle threads still help move v below */\n"
+    "    double ang = (double)pos[r] * (double)inv_freq[i];\n"
+    "    ang -= 6.283185307179586 * rint(ang * 0.15915494309189535);\n"
+    "    float sn, cs;\n"
+    "    sincosf((float)ang, &sn, &cs);\n"
+    "    float o0 = a0 * cs - a1 * sn, o1 = a0 * sn + a1 * cs;\n"
+    "    if (is_q) {\n"
+    "        float *q = q_out + (r * heads + j) * d;\n"
+    "        if (act) { q[i0] = o0; q[i1] = o1; }\n"
+    "        return;\n"
+    "    }\n"
+    "    int slot = slots[r];\n"
+    "    if (slot < 0) return;\n"
+    "    long long base = (((long long)(slot / QC_KV_BLOCK) * kv_heads + kvh) * QC_KV_BLOCK + slot % QC_KV_BLOCK) * d;\n"
+    "    if (act) { k_cache[base + i0] = qc_tobf(o0); k_cache[base + i1] = qc_tobf(o1); }\n"
+    "    i = threadIdx.x;\n"
+    "    long long vcol = (long long)(heads + kv_heads) * d + (long long)kvh * d;\n"
+    "    const float *vs = qkv + r * ld + vcol;\n"
+    "    for (int t = i; t < d; t += blockDim.x) {\n"
+    "        float v = vs[t] + (bias ? bias[vcol + t] : 0.f);\n"
+    "        v_cache[base + t] = qc_tobf(v);\n"
+    "    }\n"
+    "}\n"
+    "\n"
+    "/* y = bf16(x) */\n"
+    "extern \"C\" __global__ void qc_cast_bf16(const float *x, unsigned short *y, long long count) {\n"
+    "    long long step = (long long)gridDim.x * blockDim.x;\n"
+    "    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < count; t += step) y[t] = qc_tobf(x[t]);\n"
+    "}\n"
+    "\n"
+    "/* synthetic weights: bf16 values uniform in [-scale, scale) from a hash of\n"
+    "   (seed, index); never all zero */\n"
+    "extern \"C\" __global__ void qc_fill_random_bf16(unsigned short *w, long long count, unsigned long long seed,\n"
+    "                                                float scale) {\n"
+    "    long long step = (long long)gridDim.x * blockDim.x;\n"
+    "    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < count; t += step) {\n"
+    "        unsigned long long z = seed + (unsigned long long)t * 0x9e3779b97f4a7c15ull;\n"
+    "        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;\n"
+    "        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;\n"
+    "        z ^= z >> 31;\n"
+    "        float u = (float)(z >> 40) * (1.0f / 16777216.0f);\n"
+    "        w[t] = qc_tobf((2.0f * u - 1.0f) * scale);\n"
+    "    }\n"
+    "}\n";
+
+/* The row kernels (add+rmsnorm, swiglu, their quantizing variants, cast_quant): one source, each build
+ * compiling one entry (-DQC_ROW_*), so that the templates of the others cost it nothing. */
+static const char ROW_SRC[] =
+    ENGINE_COMMON
     "/* ---- row kernels: one block per row, 16-byte loads, a row held in registers ----\n"
     "   Chunk j of 4 floats goes to thread j % T, its (j / T)-th register slot, so a warp's\n"
     "   32 chunks of one slot are 128 consecutive elements (one E4M3 group).  Rows that do not\n"
@@ -250,12 +329,15 @@ static const char ENGINE_SRC[] =
     "    }\n"
     "    qc_row_out<MODE>(v, r, n, y, yb, xq, xs);\n"
     "}\n"
+    "#ifdef QC_ROW_NORM\n"
     "extern \"C\" __global__ void __launch_bounds__(1024) qc_add_rmsnorm(float *x, const float *h, const float *w,\n"
     "                                                               float *y, unsigned short *yb, const int *idx,\n"
     "                                                               long long m, long long n, float eps) {\n"
     "    qc_add_rmsnorm_t<0>(x, h, w, y, yb, idx, 0, 0, m, n, eps);\n"
     "}\n"
+    "#endif\n"
     "/* recipe: QC_M_* (the host's qc_fuse_recipe) */\n"
+    "#ifdef QC_ROW_NORM_Q\n"
     "extern \"C\" __global__ void __launch_bounds__(1024) qc_add_rmsnorm_quant(float *x, const float *h, const float *w,\n"
     "                                                                     const int *idx, unsigned char *xq, float *xs,\n"
     "                                                                     float *y, unsigned short *yb, long long m,\n"
@@ -267,56 +349,7 @@ static const char ENGINE_SRC[] =
     "    default: break;\n"
     "    }\n"
     "}\n"
-    "\n"
-    "/* block (token r, head j): j < heads is query head j, else kv head\n"
-    "   j - heads (which also moves v).  bias, per-head norm, rotary at pos[r];\n"
-    "   q to q_out [m][heads][d] f32, k and v to the cache at slots[r] as bf16.\n"
-    "   blockDim.x = d / 2: thread i owns the rotated pair of index i. */\n"
-    "extern \"C\" __global__ void qc_qkv_rope_kv(const float *qkv, long long ld, const float *bias, float *q_out,\n"
-    "                                           unsigned short *k_cache, unsigned short *v_cache, const int *slots,\n"
-    "                                           const int *pos, const float *inv_freq, const float *q_norm,\n"
-    "                                           const float *k_norm, long long m, int heads, int kv_heads, int d,\n"
-    "                                           int halves, float eps) {\n"
-    "    long long r = blockIdx.x;\n"
-    "    int j = blockIdx.y, i = threadIdx.x, half = d / 2;\n"
-    "    if (r >= m) return;\n"
-    "    bool is_q = j < heads;\n"
-    "    int kvh = j - heads;\n"
-    "    long long col = is_q ? (long long)j * d : (long long)heads * d + (long long)kvh * d;\n"
-    "    const float *src = qkv + r * ld + col;\n"
-    "    bool act = i < half; /* the block is rounded up to whole warps */\n"
-    "    int i0 = halves ? i : 2 * i, i1 = halves ? i + half : 2 * i + 1;\n"
-    "    float a0 = act ? src[i0] : 0.f, a1 = act ? src[i1] : 0.f;\n"
-    "    if (bias && act) { a0 += bias[col + i0]; a1 += bias[col + i1]; }\n"
-    "    const float *nw = is_q ? q_norm : k_norm;\n"
-    "    if (nw) {\n"
-    "        float ss = qc_bsum(a0 * a0 + a1 * a1);\n"
-    "        float inv = 1.0f / sqrtf(ss / (float)d + eps);\n"
-    "        if (act) { a0 = a0 * inv * nw[i0]; a1 = a1 * inv * nw[i1]; }\n"
-    "    }\n"
-    "    if (!act) i = 0; /* idle threads still help move v below */\n"
-    "    double ang = (double)pos[r] * (double)inv_freq[i];\n"
-    "    ang -= 6.283185307179586 * rint(ang * 0.15915494309189535);\n"
-    "    float sn, cs;\n"
-    "    sincosf((float)ang, &sn, &cs);\n"
-    "    float o0 = a0 * cs - a1 * sn, o1 = a0 * sn + a1 * cs;\n"
-    "    if (is_q) {\n"
-    "        float *q = q_out + (r * heads + j) * d;\n"
-    "        if (act) { q[i0] = o0; q[i1] = o1; }\n"
-    "        return;\n"
-    "    }\n"
-    "    int slot = slots[r];\n"
-    "    if (slot < 0) return;\n"
-    "    long long base = (((long long)(slot / QC_KV_BLOCK) * kv_heads + kvh) * QC_KV_BLOCK + slot % QC_KV_BLOCK) * d;\n"
-    "    if (act) { k_cache[base + i0] = qc_tobf(o0); k_cache[base + i1] = qc_tobf(o1); }\n"
-    "    i = threadIdx.x;\n"
-    "    long long vcol = (long long)(heads + kv_heads) * d + (long long)kvh * d;\n"
-    "    const float *vs = qkv + r * ld + vcol;\n"
-    "    for (int t = i; t < d; t += blockDim.x) {\n"
-    "        float v = vs[t] + (bias ? bias[vcol + t] : 0.f);\n"
-    "        v_cache[base + t] = qc_tobf(v);\n"
-    "    }\n"
-    "}\n"
+    "#endif\n"
     "\n"
     "/* y[r][i] = silu(g[r*ld + i]) * u[r*ld + i]; y, yb (the bf16 copy) may be null;\n"
     "   MODE > 0: xq/xs from yb's values (the fused kernels).  A block per row. */\n"
@@ -356,11 +389,14 @@ static const char ENGINE_SRC[] =
     "        qc_row_out<MODE>(v, r, n, y, yb, xq, xs);\n"
     "    }\n"
     "}\n"
+    "#ifdef QC_ROW_SWIGLU\n"
     "extern \"C\" __global__ void __launch_bounds__(1024) qc_swiglu_ld(const float *g, const float *u, long long ld,\n"
     "                                                             float *y, unsigned short *yb, long long m,\n"
     "                                                             long long n) {\n"
     "    qc_swiglu_t<0>(g, u, ld, y, yb, 0, 0, m, n);\n"
     "}\n"
+    "#endif\n"
+    "#ifdef QC_ROW_SWIGLU_Q\n"
     "extern \"C\" __global__ void __launch_bounds__(1024) qc_swiglu_quant(const float *g, const float *u, long long ld,\n"
     "                                                                unsigned char *xq, float *xs, float *y,\n"
     "                                                                unsigned short *yb, long long m, long long n,\n"
@@ -372,6 +408,7 @@ static const char ENGINE_SRC[] =
     "    default: break;\n"
     "    }\n"
     "}\n"
+    "#endif\n"
     "\n"
     "/* yb = bf16(x) (may be null) and xq/xs from those values (recipe: QC_M_*), a block per row: the\n"
     "   attention output's cast and quantizer in one pass */\n"
@@ -394,6 +431,7 @@ static const char ENGINE_SRC[] =
     "    }\n"
     "    qc_row_out<MODE>(v, r, n, 0, yb, xq, xs);\n"
     "}\n"
+    "#ifdef QC_ROW_CAST_Q\n"
     "extern \"C\" __global__ void __launch_bounds__(1024) qc_cast_quant(const float *x, unsigned char *xq, float *xs,\n"
     "                                                              unsigned short *yb, long long m, long long n,\n"
     "                                                              int recipe) {\n"
@@ -404,27 +442,7 @@ static const char ENGINE_SRC[] =
     "    default: break;\n"
     "    }\n"
     "}\n"
-    "\n"
-    "/* y = bf16(x) */\n"
-    "extern \"C\" __global__ void qc_cast_bf16(const float *x, unsigned short *y, long long count) {\n"
-    "    long long step = (long long)gridDim.x * blockDim.x;\n"
-    "    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < count; t += step) y[t] = qc_tobf(x[t]);\n"
-    "}\n"
-    "\n"
-    "/* synthetic weights: bf16 values uniform in [-scale, scale) from a hash of\n"
-    "   (seed, index); never all zero */\n"
-    "extern \"C\" __global__ void qc_fill_random_bf16(unsigned short *w, long long count, unsigned long long seed,\n"
-    "                                                float scale) {\n"
-    "    long long step = (long long)gridDim.x * blockDim.x;\n"
-    "    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < count; t += step) {\n"
-    "        unsigned long long z = seed + (unsigned long long)t * 0x9e3779b97f4a7c15ull;\n"
-    "        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;\n"
-    "        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;\n"
-    "        z ^= z >> 31;\n"
-    "        float u = (float)(z >> 40) * (1.0f / 16777216.0f);\n"
-    "        w[t] = qc_tobf((2.0f * u - 1.0f) * scale);\n"
-    "    }\n"
-    "}\n";
+    "#endif\n";
 
 /* ---- C references ---- */
 
@@ -706,24 +724,35 @@ static qc_kernel_desc engine_kernel(const char *id, const qc_kernel_param *param
     return qc_core_kernel_desc(id, params, n_params, reference, ENGINE_SRC, entry, launch);
 }
 
+/* a row kernel: ROW_SRC built with its entry's macro only */
+static qc_kernel_desc row_kernel(const char *id, const qc_kernel_param *params, uint32_t n_params,
+                                 void (*reference)(void), const char *entry, const char *const *options) {
+    qc_kernel_desc k = qc_core_kernel_desc(id, params, n_params, reference, ROW_SRC, entry, vec_rows_dims);
+    k.nvrtc_options = options;
+    return k;
+}
+static const char *const OPT_NORM[] = {"-DQC_ROW_NORM", NULL}, *const OPT_NORM_Q[] = {"-DQC_ROW_NORM_Q", NULL};
+static const char *const OPT_SWIGLU[] = {"-DQC_ROW_SWIGLU", NULL}, *const OPT_SWIGLU_Q[] = {"-DQC_ROW_SWIGLU_Q", NULL};
+static const char *const OPT_CAST_Q[] = {"-DQC_ROW_CAST_Q", NULL};
+
 #define N_OF(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
 
 qc_status qc_engine_kernels_register(const qc_host_api *api, qc_host *host) {
     const qc_kernel_desc ks[] = {
         engine_kernel("core.embed_bf16", EMBED_BF16_PARAMS, N_OF(EMBED_BF16_PARAMS), (void (*)(void))embed_bf16_ref,
                       "qc_embed_bf16", rows_dims),
-        engine_kernel("core.add_rmsnorm", ADD_RMSNORM_PARAMS, N_OF(ADD_RMSNORM_PARAMS),
-                      (void (*)(void))add_rmsnorm_ref, "qc_add_rmsnorm", vec_rows_dims),
-        engine_kernel("core.add_rmsnorm_quant", ADD_RMSNORM_Q_PARAMS, N_OF(ADD_RMSNORM_Q_PARAMS),
-                      (void (*)(void))add_rmsnorm_quant_ref, "qc_add_rmsnorm_quant", vec_rows_dims),
+        row_kernel("core.add_rmsnorm", ADD_RMSNORM_PARAMS, N_OF(ADD_RMSNORM_PARAMS), (void (*)(void))add_rmsnorm_ref,
+                   "qc_add_rmsnorm", OPT_NORM),
+        row_kernel("core.add_rmsnorm_quant", ADD_RMSNORM_Q_PARAMS, N_OF(ADD_RMSNORM_Q_PARAMS),
+                   (void (*)(void))add_rmsnorm_quant_ref, "qc_add_rmsnorm_quant", OPT_NORM_Q),
         engine_kernel("core.qkv_rope_kv", QKV_PARAMS, N_OF(QKV_PARAMS), (void (*)(void))qkv_rope_kv_ref,
                       "qc_qkv_rope_kv", qkv_dims),
-        engine_kernel("core.swiglu_ld", SWIGLU_LD_PARAMS, N_OF(SWIGLU_LD_PARAMS), (void (*)(void))swiglu_ld_ref,
-                      "qc_swiglu_ld", vec_rows_dims),
-        engine_kernel("core.swiglu_quant", SWIGLU_Q_PARAMS, N_OF(SWIGLU_Q_PARAMS), (void (*)(void))swiglu_quant_ref,
-                      "qc_swiglu_quant", vec_rows_dims),
-        engine_kernel("core.cast_quant", CAST_Q_PARAMS, N_OF(CAST_Q_PARAMS), (void (*)(void))cast_quant_ref,
-                      "qc_cast_quant", vec_rows_dims),
+        row_kernel("core.swiglu_ld", SWIGLU_LD_PARAMS, N_OF(SWIGLU_LD_PARAMS), (void (*)(void))swiglu_ld_ref,
+                   "qc_swiglu_ld", OPT_SWIGLU),
+        row_kernel("core.swiglu_quant", SWIGLU_Q_PARAMS, N_OF(SWIGLU_Q_PARAMS), (void (*)(void))swiglu_quant_ref,
+                   "qc_swiglu_quant", OPT_SWIGLU_Q),
+        row_kernel("core.cast_quant", CAST_Q_PARAMS, N_OF(CAST_Q_PARAMS), (void (*)(void))cast_quant_ref,
+                   "qc_cast_quant", OPT_CAST_Q),
         engine_kernel("core.cast_bf16", CAST_PARAMS, N_OF(CAST_PARAMS), (void (*)(void))cast_bf16_ref, "qc_cast_bf16",
                       elem_dims),
         engine_kernel("core.fill_random_bf16", FILL_PARAMS, N_OF(FILL_PARAMS), (void (*)(void))fill_random_bf16_ref,

@@ -221,7 +221,14 @@ static void compiles(qc_runtime *rt) {
             if (!qc_nvrtc_supports(nv, sm)) continue;
             qc_cubin c;
             qc_reason why;
-            qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, opts, sm, sm >= 90, &c, &why);
+            double t0 = qc_now_seconds();
+            /* the kernel's own options (one entry per build), then ptxas's report */
+            const char *o[8];
+            size_t no = 0;
+            for (const char *const *p = k->nvrtc_options; p && *p && no < 6; p++) o[no++] = *p;
+            o[no++] = opts[0];
+            o[no] = NULL;
+            qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, o, sm, sm >= 90, &c, &why);
             CHECK(st == QC_OK, "%s for sm_%d: %s: %s", k->id, sm, why.code, why.text);
             if (st != QC_OK) continue;
             char lpath[1200];
@@ -243,7 +250,8 @@ static void compiles(qc_runtime *rt) {
                     spills += atoi(b);
                 }
             }
-            printf("%s: %-24s %-8s %3d registers, %d B spilled\n", TEST, k->id, c.target, regs, spills);
+            printf("%s: %-24s %-8s %3d registers, %d B spilled, %.1f s\n", TEST, k->id, c.target, regs, spills,
+                   qc_now_seconds() - t0);
             CHECK(regs > 0 && regs <= 64, "%s sm_%d: %d registers (launch bound 1024 allows 64)", k->id, sm, regs);
             CHECK(spills == 0, "%s sm_%d: %d bytes of register spills", k->id, sm, spills);
             free(log);
