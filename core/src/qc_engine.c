@@ -366,6 +366,9 @@ static qc_status linear_pick(qc_engine *e, eng_linear *L, int64_t m, eng_linear 
     return QC_OK;
 }
 
+/* Whether a choice's kernels read x as f32 ("x"): else the producing kernel skips that copy. */
+static int reads_f32(const eng_choice *c) { return has_param(c->k, "x") || (c->quant && has_param(c->quant, "x")); }
+
 /* Whether the kernel producing x writes this choice's xq/xs (fused). */
 static int fused(const qc_engine *e, const eng_choice *c) { return e->fuse_quant && c->quant && c->fuse; }
 
@@ -1632,9 +1635,10 @@ static qc_status norm_into(qc_engine *e, eng_linear *L, qc_devptr h, qc_devptr w
     }
     qc_problem pn = problem(rows, H, 0);
     *pre = fused(e, *co);
-    if (!*pre) {
-        qc_named_arg an[] = {ARG("x", e->x.ptr),   ARG("h", h),   ARG("weight", weight), ARG("y", e->y.ptr),
-                             ARG("y.bf16", e->yb.ptr), ARG("idx", none), ARG("m", rows), ARG("n", H),
+    if (!*pre) { /* y and y.bf16, each only when read */
+        qc_devptr y = reads_f32(*co) ? e->y.ptr : 0, yb = (*co)->wants_bf16 ? e->yb.ptr : 0;
+        qc_named_arg an[] = {ARG("x", e->x.ptr),   ARG("h", h),   ARG("weight", weight), ARG("y", y),
+                             ARG("y.bf16", yb), ARG("idx", none), ARG("m", rows), ARG("n", H),
                              ARG("eps", eps)};
         return launch(e, e->kern[K_ADD_NORM].k, e->kern[K_ADD_NORM].fn, &pn, an, 9, err, errlen);
     }
@@ -1707,8 +1711,9 @@ static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int
         }
         pre = fused(e, ch);
         if (!pre) {
-            qc_named_arg as[] = {ARG("gate", e->gu.ptr),     ARG("up", up),   ARG("ld", ld2), ARG("y", e->act.ptr),
-                                 ARG("y.bf16", e->actb.ptr), ARG("m", rows), ARG("n", F)};
+            qc_devptr ya = reads_f32(ch) ? e->act.ptr : 0, yab = ch->wants_bf16 ? e->actb.ptr : 0;
+            qc_named_arg as[] = {ARG("gate", e->gu.ptr), ARG("up", up),   ARG("ld", ld2), ARG("y", ya),
+                                 ARG("y.bf16", yab),     ARG("m", rows), ARG("n", F)};
             if ((st = launch(e, e->kern[K_SWIGLU].k, e->kern[K_SWIGLU].fn, &ps, as, 7, err, errlen))) return st;
         } else {
             qc_devptr ya = has_param(ch->k, "x") ? e->act.ptr : 0, yab = has_param(ch->k, "x.bf16") ? e->actb.ptr : 0;
