@@ -12,6 +12,7 @@
 #include "qc_engine_policy.h"
 #include "qc_internal.h"
 #include "qc_kernels_attn.h"
+#include "qc_kernels_engine.h"
 #include "qc_model.h"
 #include "qc_trace.h"
 #include "qc_util.h"
@@ -41,6 +42,9 @@ typedef struct eng_choice {
        activation quantizer runs first, into the engine's workspace */
     const qc_kernel_desc *quant;
     qc_gpu_fn quant_fn;
+    /* the quantizer's recipe when the core may write xq/xs from the kernel
+       producing x instead (QC_FUSE_*; qc_fuse_decide), else QC_FUSE_NONE */
+    int fuse;
 } eng_choice;
 
 typedef struct eng_linear {
@@ -78,11 +82,12 @@ typedef struct eng_kernel {
 } eng_kernel;
 
 enum { K_EMBED, K_ADD_NORM, K_QKV, K_SWIGLU, K_CAST, K_FILL, K_ARGMAX, K_ATTN_DECODE, K_ATTN_REDUCE, K_ATTN_PREFILL,
-       K_COUNT };
+       K_ADD_NORM_Q, K_SWIGLU_Q, K_CAST_Q, K_COUNT };
 
 static const char *const KERNEL_IDS[K_COUNT] = {
     "core.embed_bf16", "core.add_rmsnorm", "core.qkv_rope_kv", "core.swiglu_ld",  "core.cast_bf16",
     "core.fill_random_bf16", "core.argmax",  "core.attn_decode", "core.attn_decode_reduce", "core.attn_prefill",
+    "core.add_rmsnorm_quant", "core.swiglu_quant", "core.cast_quant",
 };
 
 typedef struct eng_graph {
@@ -145,7 +150,8 @@ struct qc_engine {
     qc_gpu_tracer *tracer;
     uint64_t launches0;
     qc_model *plan_model;      /* the model whose prepared formats the plan may use */
-    int loaded;                /* qc_engine_create finished */        /* the context's launch count when the engine was made */
+    int loaded;                /* qc_engine_create finished */
+    int fuse_quant;            /* QC_FUSE_QUANT (default 1): W8A8 activations quantized by add_rmsnorm / swiglu */        /* the context's launch count when the engine was made */
 };
 
 /* ---- small helpers ---- */
@@ -284,6 +290,16 @@ static qc_status linear_choose(qc_engine *e, eng_linear *L, int64_t m, eng_choic
             return QC_ERR_UNSUPPORTED;
         }
     }
+    c->fuse = QC_FUSE_NONE;
+    if (c->quant) {
+        qc_reason fw;
+        c->fuse = e->fuse_quant ? qc_fuse_decide(c->quant, (uint32_t)e->sm, L->k, &fw) : QC_FUSE_NONE;
+        if (!e->fuse_quant) qc_reason_set(&fw, "off", "QC_FUSE_QUANT=0");
+        /* once per choice (graph buckets and first steps): why the quantizer runs on its own */
+        if (c->fuse == QC_FUSE_NONE)
+            qc_log(QC_LOG_INFO, "%s (m=%lld): %s runs standalone, not fused: %s: %s", L->name, (long long)m,
+                   c->quant->id, fw.code, fw.text);
+    }
     c->k = best;
     c->m = m;
     /* bf16 activations are needed when the GEMM or its activation quantizer
@@ -316,9 +332,11 @@ static eng_linear *policy_variant(qc_engine *e, eng_linear *L, int64_t m, char *
     return v == 0 ? L : &L->alts[v - 1];
 }
 
-/* y[m, n] = x[m, k] W^T; x given as f32 and (when not 0) bf16 */
-static qc_status linear_run(qc_engine *e, eng_linear *L, qc_devptr x, qc_devptr xb, qc_devptr y, int64_t m, char *err,
-                            size_t errlen) {
+/* The variant of L (a policy's per-layer format, or L) and its kernel
+ * choice for m rows.  Before the kernel producing x runs, so that it can
+ * quantize the activations itself (choice->fuse). */
+static qc_status linear_pick(qc_engine *e, eng_linear *L, int64_t m, eng_linear **out_l, eng_choice **out_c, char *err,
+                             size_t errlen) {
     eng_choice *c;
     qc_status st;
     if (e->plan && L->plan_layer >= 0) {
@@ -343,15 +361,43 @@ static qc_status linear_run(qc_engine *e, eng_linear *L, qc_devptr x, qc_devptr 
         st = linear_choose(e, L, m, &c, err, errlen);
         if (st != QC_OK) return st;
     }
+    *out_l = L;
+    *out_c = c;
+    return QC_OK;
+}
+
+/* Whether a choice's kernels read x as f32 ("x"): else the producing kernel skips that copy. */
+static int reads_f32(const eng_choice *c) { return has_param(c->k, "x") || (c->quant && has_param(c->quant, "x")); }
+
+/* Whether the kernel producing x writes this choice's xq/xs (fused). */
+static int fused(const qc_engine *e, const eng_choice *c) { return e->fuse_quant && c->quant && c->fuse; }
+
+/* y[m, n] = x[m, k] W^T with L and c from linear_pick; x given as f32 and
+ * (when not 0) bf16; prequant: xq/xs are written already (fused). */
+static qc_status linear_exec(qc_engine *e, eng_linear *L, eng_choice *c, qc_devptr x, qc_devptr xb, qc_devptr y,
+                             int64_t m, int prequant, char *err, size_t errlen) {
+    qc_status st;
     if (e->tracer) qc_gpu_tracer_context(e->tracer, L->name, "linear");
-    if (c->wants_bf16 && !xb) {
-        /* only the attention output arrives without a bf16 copy */
-        int64_t count = m * L->k;
-        qc_problem pc = problem(count, 1, 0);
-        qc_named_arg a[] = {ARG("x", x), ARG("y", e->attb.ptr), ARG("count", count)};
-        st = launch(e, e->kern[K_CAST].k, e->kern[K_CAST].fn, &pc, a, 3, err, errlen);
+    if (c->wants_bf16 && !xb && !prequant) {
+        /* only the attention output arrives without a bf16 copy: cast it, or
+           with fusion cast and quantize in one pass */
+        int64_t count = m * L->k, kk = L->k;
+        if (fused(e, c)) {
+            qc_problem pr = problem(m, kk, 0);
+            qc_devptr yb = has_param(c->k, "x.bf16") ? e->attb.ptr : 0;
+            int32_t recipe = c->fuse;
+            qc_named_arg a[] = {ARG("x", x),        ARG("xq", e->d_xq.ptr), ARG("xs", e->d_xs.ptr), ARG("y.bf16", yb),
+                                ARG("m", m),        ARG("n", kk),           ARG("recipe", recipe)};
+            st = launch(e, e->kern[K_CAST_Q].k, e->kern[K_CAST_Q].fn, &pr, a, 7, err, errlen);
+            prequant = 1;
+            xb = yb;
+        } else {
+            qc_problem pc = problem(count, 1, 0);
+            qc_named_arg a[] = {ARG("x", x), ARG("y", e->attb.ptr), ARG("count", count)};
+            st = launch(e, e->kern[K_CAST].k, e->kern[K_CAST].fn, &pc, a, 3, err, errlen);
+            xb = e->attb.ptr;
+        }
         if (st != QC_OK) return st;
-        xb = e->attb.ptr;
     }
     qc_problem p = problem(m, L->n, L->k);
     p.sm = (uint32_t)e->sm;
@@ -372,7 +418,7 @@ static qc_status linear_run(qc_engine *e, eng_linear *L, qc_devptr x, qc_devptr 
     for (int i = 0; i < L->n_bufs; i++) args[na++] = (qc_named_arg){L->buf_names[i], (void *)&L->bufs[i].ptr};
     void *argv[MAX_ARGS];
     qc_launch_dims d;
-    if (c->quant) { /* activations to the format's 8-bit codes and scales first */
+    if (c->quant && !prequant) { /* activations to the format's 8-bit codes and scales first */
         if ((st = qc_kernel_bind(c->quant, args, na, argv, MAX_ARGS, err, errlen))) return st;
         c->quant->launch_dims(&p, &d);
         if ((st = qc_gpu_launch_kernel(e->g, c->quant, c->quant_fn, &d, argv, err, errlen))) return st;
@@ -390,6 +436,14 @@ static qc_status linear_run(qc_engine *e, eng_linear *L, qc_devptr x, qc_devptr 
         qc_gpu_tracer_context(e->tracer, blk, "kernel");
     }
     return st;
+}
+
+/* linear_pick then linear_exec, the activations quantized (when they must be) by the format's quantizer */
+static qc_status linear_run(qc_engine *e, eng_linear *L, qc_devptr x, qc_devptr xb, qc_devptr y, int64_t m, char *err,
+                            size_t errlen) {
+    eng_choice *c;
+    qc_status st = linear_pick(e, L, m, &L, &c, err, errlen);
+    return st != QC_OK ? st : linear_exec(e, L, c, x, xb, y, m, 0, err, errlen);
 }
 
 /* ---- weights ---- */
@@ -1320,6 +1374,8 @@ qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_en
     e->kv_dim = (int64_t)s->n_kv_heads * s->head_dim;
     e->qkv_n = e->q_dim + 2 * e->kv_dim;
     e->use_graphs = o->graphs;
+    const char *fq = getenv("QC_FUSE_QUANT"); /* 0: every W8A8 linear runs its format's quantizer (A/B checks) */
+    e->fuse_quant = !(fq && strcmp(fq, "0") == 0);
     e->rope_halves = o->model ? o->model->rope == QC_ROPE_HALVES : 1;
     e->kv_elem = 2;
     const char *ids[K_COUNT];
@@ -1559,6 +1615,42 @@ static qc_status head(qc_engine *e, int64_t heads, char *err, size_t errlen) {
     return launch(e, e->kern[K_ARGMAX].k, e->kern[K_ARGMAX].fn, &pa, aa, 4, err, errlen);
 }
 
+/* add+rmsnorm of `rows` rows into the activations of linear L (picked
+ * here): y and y.bf16, or with fusion the choice's xq/xs directly (and y /
+ * y.bf16 only when its GEMM reads them).  *Lo, *co: what linear_exec runs. */
+static qc_status norm_into(qc_engine *e, eng_linear *L, qc_devptr h, qc_devptr weight, int64_t rows, eng_linear **Lo,
+                           eng_choice **co, int *pre, char *err, size_t errlen) {
+    const qc_model_shape *s = &e->s;
+    int64_t H = s->hidden;
+    float eps = (float)s->rms_eps;
+    qc_devptr none = 0;
+    qc_status st = linear_pick(e, L, rows, Lo, co, err, errlen);
+    if (st != QC_OK) return st;
+    if (e->tracer) { /* linear_pick may have loaded kernels: the norm belongs to the block */
+        char blk[32];
+        qc_strlcpy(blk, L->name, sizeof blk);
+        char *dot = strchr(blk, '.');
+        if (dot && (dot = strchr(dot + 1, '.'))) *dot = 0;
+        qc_gpu_tracer_context(e->tracer, blk, "kernel");
+    }
+    qc_problem pn = problem(rows, H, 0);
+    *pre = fused(e, *co);
+    if (!*pre) { /* y and y.bf16, each only when read */
+        qc_devptr y = reads_f32(*co) ? e->y.ptr : 0, yb = (*co)->wants_bf16 ? e->yb.ptr : 0;
+        qc_named_arg an[] = {ARG("x", e->x.ptr),   ARG("h", h),   ARG("weight", weight), ARG("y", y),
+                             ARG("y.bf16", yb), ARG("idx", none), ARG("m", rows), ARG("n", H),
+                             ARG("eps", eps)};
+        return launch(e, e->kern[K_ADD_NORM].k, e->kern[K_ADD_NORM].fn, &pn, an, 9, err, errlen);
+    }
+    const qc_kernel_desc *gk = (*co)->k;
+    qc_devptr y = has_param(gk, "x") ? e->y.ptr : 0, yb = has_param(gk, "x.bf16") ? e->yb.ptr : 0;
+    int32_t recipe = (*co)->fuse;
+    qc_named_arg aq[] = {ARG("x", e->x.ptr),     ARG("h", h),         ARG("weight", weight), ARG("idx", none),
+                         ARG("xq", e->d_xq.ptr), ARG("xs", e->d_xs.ptr), ARG("y", y),        ARG("y.bf16", yb),
+                         ARG("m", rows),         ARG("n", H),         ARG("eps", eps),       ARG("recipe", recipe)};
+    return launch(e, e->kern[K_ADD_NORM_Q].k, e->kern[K_ADD_NORM_Q].fn, &pn, aq, 12, err, errlen);
+}
+
 /* Everything a step launches for `rows` tokens of `n_seqs` sequences (after
  * the inputs are on the device); `heads` = rows whose logits are wanted. */
 static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int64_t heads, char *err, size_t errlen) {
@@ -1566,7 +1658,6 @@ static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int
     int64_t H = s->hidden, F = s->intermediate, V = s->vocab, vocab = V;
     float eps = (float)s->rms_eps;
     qc_status st;
-    qc_devptr none = 0;
     e->step_decode = decode;
     if (e->tracer) qc_gpu_tracer_context(e->tracer, "embed", "kernel");
     {
@@ -1584,13 +1675,13 @@ static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int
             snprintf(blk, sizeof blk, "blk.%d", b);
             qc_gpu_tracer_context(e->tracer, blk, "kernel");
         }
-        qc_problem pn = problem(rows, H, 0);
         qc_devptr hin = b > 0 ? e->h.ptr : 0;
-        qc_named_arg an[] = {ARG("x", e->x.ptr),         ARG("h", hin),    ARG("weight", L->attn_norm.ptr),
-                             ARG("y", e->y.ptr),         ARG("y.bf16", e->yb.ptr), ARG("idx", none),
-                             ARG("m", rows),             ARG("n", H),      ARG("eps", eps)};
-        if ((st = launch(e, e->kern[K_ADD_NORM].k, e->kern[K_ADD_NORM].fn, &pn, an, 9, err, errlen))) return st;
-        if ((st = linear_run(e, &L->qkv, e->y.ptr, e->yb.ptr, e->qkv.ptr, rows, err, errlen))) return st;
+        eng_linear *LV;
+        eng_choice *ch;
+        int pre;
+        if ((st = norm_into(e, &L->qkv, hin, L->attn_norm.ptr, rows, &LV, &ch, &pre, err, errlen)) ||
+            (st = linear_exec(e, LV, ch, e->y.ptr, e->yb.ptr, e->qkv.ptr, rows, pre, err, errlen)))
+            return st;
         qc_problem pq = problem(rows, heads_q + heads_kv, hd);
         int64_t ld = e->qkv_n;
         qc_named_arg aq[] = {ARG("qkv", e->qkv.ptr),       ARG("ld", ld),
@@ -1606,18 +1697,33 @@ static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int
         if ((st = launch(e, e->kern[K_QKV].k, e->kern[K_QKV].fn, &pq, aq, 20, err, errlen))) return st;
         if ((st = attention(e, L, rows, n_seqs, decode, err, errlen))) return st;
         if ((st = linear_run(e, &L->o, e->att.ptr, 0, e->h.ptr, rows, err, errlen))) return st;
-        qc_named_arg a2[] = {ARG("x", e->x.ptr),     ARG("h", e->h.ptr),       ARG("weight", L->ffn_norm.ptr),
-                             ARG("y", e->y.ptr),     ARG("y.bf16", e->yb.ptr), ARG("idx", none),
-                             ARG("m", rows),         ARG("n", H),              ARG("eps", eps)};
-        if ((st = launch(e, e->kern[K_ADD_NORM].k, e->kern[K_ADD_NORM].fn, &pn, a2, 9, err, errlen))) return st;
-        if ((st = linear_run(e, &L->gate_up, e->y.ptr, e->yb.ptr, e->gu.ptr, rows, err, errlen))) return st;
+        if ((st = norm_into(e, &L->gate_up, e->h.ptr, L->ffn_norm.ptr, rows, &LV, &ch, &pre, err, errlen)) ||
+            (st = linear_exec(e, LV, ch, e->y.ptr, e->yb.ptr, e->gu.ptr, rows, pre, err, errlen)))
+            return st;
         qc_problem ps = problem(rows, F, 0);
         qc_devptr up = e->gu.ptr + (qc_devptr)F * 4;
         int64_t ld2 = 2 * F;
-        qc_named_arg as[] = {ARG("gate", e->gu.ptr), ARG("up", up),   ARG("ld", ld2), ARG("y", e->act.ptr),
-                             ARG("y.bf16", e->actb.ptr), ARG("m", rows), ARG("n", F)};
-        if ((st = launch(e, e->kern[K_SWIGLU].k, e->kern[K_SWIGLU].fn, &ps, as, 7, err, errlen))) return st;
-        if ((st = linear_run(e, &L->down, e->act.ptr, e->actb.ptr, e->h.ptr, rows, err, errlen))) return st;
+        if ((st = linear_pick(e, &L->down, rows, &LV, &ch, err, errlen))) return st;
+        if (e->tracer) {
+            char blk[16];
+            snprintf(blk, sizeof blk, "blk.%d", b);
+            qc_gpu_tracer_context(e->tracer, blk, "kernel");
+        }
+        pre = fused(e, ch);
+        if (!pre) {
+            qc_devptr ya = reads_f32(ch) ? e->act.ptr : 0, yab = ch->wants_bf16 ? e->actb.ptr : 0;
+            qc_named_arg as[] = {ARG("gate", e->gu.ptr), ARG("up", up),   ARG("ld", ld2), ARG("y", ya),
+                                 ARG("y.bf16", yab),     ARG("m", rows), ARG("n", F)};
+            if ((st = launch(e, e->kern[K_SWIGLU].k, e->kern[K_SWIGLU].fn, &ps, as, 7, err, errlen))) return st;
+        } else {
+            qc_devptr ya = has_param(ch->k, "x") ? e->act.ptr : 0, yab = has_param(ch->k, "x.bf16") ? e->actb.ptr : 0;
+            int32_t recipe = ch->fuse;
+            qc_named_arg as[] = {ARG("gate", e->gu.ptr), ARG("up", up),   ARG("ld", ld2),     ARG("xq", e->d_xq.ptr),
+                                 ARG("xs", e->d_xs.ptr), ARG("y", ya),    ARG("y.bf16", yab), ARG("m", rows),
+                                 ARG("n", F),            ARG("recipe", recipe)};
+            if ((st = launch(e, e->kern[K_SWIGLU_Q].k, e->kern[K_SWIGLU_Q].fn, &ps, as, 10, err, errlen))) return st;
+        }
+        if ((st = linear_exec(e, LV, ch, e->act.ptr, e->actb.ptr, e->h.ptr, rows, pre, err, errlen))) return st;
     }
     if (e->tracer) qc_gpu_tracer_context(e->tracer, "head", "kernel");
     return head(e, heads, err, errlen);

@@ -1,8 +1,12 @@
 /* qc_kernels_engine.c - the fused elementwise kernels of the GPU forward pass (embedding, add+rmsnorm, qkv+rope+cache write, swiglu) with C references. */
 #include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../plugins/common/qc_bf16.h"
+#include "../../plugins/common/qc_fp8_codec.h"
 #include "qc_core_kernels.h"
 #include "qc_kernels_engine.h"
 #include "qc_util.h"
@@ -35,26 +39,30 @@ static void dims(qc_launch_dims *d, uint32_t gx, uint32_t gy, uint32_t block) {
 }
 
 
+/* helpers of both sources */
+#define ENGINE_COMMON \
+    "/* qcore engine kernels */\n" \
+    "#define QC_KV_BLOCK 16\n" \
+    "__device__ __forceinline__ float qc_bf(unsigned short h) { return __uint_as_float((unsigned)h << 16); }\n" \
+    "__device__ __forceinline__ unsigned short qc_tobf(float f) {\n" \
+    "    unsigned short r;\n" \
+    "    asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(f));\n" \
+    "    return r;\n" \
+    "}\n" \
+    "__device__ float qc_bsum(float v) {\n" \
+    "    __shared__ float part[32];\n" \
+    "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n" \
+    "    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;\n" \
+    "    __syncthreads();\n" \
+    "    if (lane == 0) part[wid] = v;\n" \
+    "    __syncthreads();\n" \
+    "    v = lane < nw ? part[lane] : 0.f;\n" \
+    "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n" \
+    "    return v;\n" \
+    "}\n"
+
 static const char ENGINE_SRC[] =
-    "/* qcore engine kernels */\n"
-    "#define QC_KV_BLOCK 16\n"
-    "__device__ __forceinline__ float qc_bf(unsigned short h) { return __uint_as_float((unsigned)h << 16); }\n"
-    "__device__ __forceinline__ unsigned short qc_tobf(float f) {\n"
-    "    unsigned short r;\n"
-    "    asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(f));\n"
-    "    return r;\n"
-    "}\n"
-    "__device__ float qc_bsum(float v) {\n"
-    "    __shared__ float part[32];\n"
-    "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
-    "    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;\n"
-    "    __syncthreads();\n"
-    "    if (lane == 0) part[wid] = v;\n"
-    "    __syncthreads();\n"
-    "    v = lane < nw ? part[lane] : 0.f;\n"
-    "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
-    "    return v;\n"
-    "}\n"
+    ENGINE_COMMON
     "\n"
     "/* one block per token: y = bf16 table row; an id outside [0, vocab) gives NaN */\n"
     "extern \"C\" __global__ void qc_embed_bf16(const unsigned short *table, const int *ids, float *y, long long m,\n"
@@ -66,31 +74,6 @@ static const char ENGINE_SRC[] =
     "    bool bad = id < 0 || id >= vocab;\n"
     "    const unsigned short *src = table + (bad ? 0 : id) * n;\n"
     "    for (long long i = threadIdx.x; i < n; i += blockDim.x) yr[i] = bad ? __uint_as_float(0x7fc00000u) : qc_bf(src[i]);\n"
-    "}\n"
-    "\n"
-    "/* output row r, source row s = idx ? idx[r] : r: x[s] += h[s] (h may be\n"
-    "   null), y[r] = x[s] / sqrt(mean(x[s]^2) + eps) * w, yb[r] = bf16(y[r]) */\n"
-    "extern \"C\" __global__ void __launch_bounds__(1024) qc_add_rmsnorm(float *x, const float *h, const float *w,\n"
-    "                                                               float *y, unsigned short *yb, const int *idx,\n"
-    "                                                               long long m, long long n, float eps) {\n"
-    "    long long r = blockIdx.x;\n"
-    "    if (r >= m) return;\n"
-    "    long long s = idx ? idx[r] : r;\n"
-    "    float *xr = x + s * n;\n"
-    "    const float *hr = h ? h + s * n : 0;\n"
-    "    float ss = 0.f;\n"
-    "    for (long long i = threadIdx.x; i < n; i += blockDim.x) {\n"
-    "        float v = xr[i];\n"
-    "        if (hr) { v += hr[i]; xr[i] = v; }\n"
-    "        ss = fmaf(v, v, ss);\n"
-    "    }\n"
-    "    ss = qc_bsum(ss);\n"
-    "    float inv = 1.0f / sqrtf(ss / (float)n + eps);\n"
-    "    for (long long i = threadIdx.x; i < n; i += blockDim.x) {\n"
-    "        float v = xr[i] * inv * w[i];\n"
-    "        y[r * n + i] = v;\n"
-    "        if (yb) yb[r * n + i] = qc_tobf(v);\n"
-    "    }\n"
     "}\n"
     "\n"
     "/* block (token r, head j): j < heads is query head j, else kv head\n"
@@ -143,19 +126,6 @@ static const char ENGINE_SRC[] =
     "    }\n"
     "}\n"
     "\n"
-    "/* y[r][i] = silu(g[r*ld + i]) * u[r*ld + i]; yb the bf16 copy (may be null) */\n"
-    "extern \"C\" __global__ void qc_swiglu_ld(const float *g, const float *u, long long ld, float *y,\n"
-    "                                         unsigned short *yb, long long m, long long n) {\n"
-    "    long long total = m * n, step = (long long)gridDim.x * blockDim.x;\n"
-    "    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < total; t += step) {\n"
-    "        long long r = t / n, i = t % n;\n"
-    "        float a = g[r * ld + i];\n"
-    "        float v = a / (1.0f + expf(-a)) * u[r * ld + i];\n"
-    "        y[t] = v;\n"
-    "        if (yb) yb[t] = qc_tobf(v);\n"
-    "    }\n"
-    "}\n"
-    "\n"
     "/* y = bf16(x) */\n"
     "extern \"C\" __global__ void qc_cast_bf16(const float *x, unsigned short *y, long long count) {\n"
     "    long long step = (long long)gridDim.x * blockDim.x;\n"
@@ -176,6 +146,303 @@ static const char ENGINE_SRC[] =
     "        w[t] = qc_tobf((2.0f * u - 1.0f) * scale);\n"
     "    }\n"
     "}\n";
+
+/* The row kernels (add+rmsnorm, swiglu, their quantizing variants, cast_quant): one source, each build
+ * compiling one entry (-DQC_ROW_*), so that the templates of the others cost it nothing. */
+static const char ROW_SRC[] =
+    ENGINE_COMMON
+    "/* ---- row kernels: one block per row, 16-byte loads, a row held in registers ----\n"
+    "   Chunk j of 4 floats goes to thread j % T, its (j / T)-th register slot, so a warp's\n"
+    "   32 chunks of one slot are 128 consecutive elements (one E4M3 group).  Rows that do not\n"
+    "   fit (n % 4, unaligned, more than 4 chunks per thread) take the plain loops.  The fused\n"
+    "   variants (MODE > 0) quantize the bf16-rounded outputs with a recipe of plugin.h, with\n"
+    "   the plugins' own arithmetic, instead of (or besides) writing y and y.bf16. */\n"
+    "#define QC_VPT 4\n"
+    "#define QC_M_E4M3_TOKEN 1\n"
+    "#define QC_M_E4M3_G128 2\n"
+    "#define QC_M_INT8_TOKEN 3\n"
+    "__device__ float qc_bmax(float v) {\n"
+    "    __shared__ float partm[32];\n"
+    "    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
+    "    int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;\n"
+    "    __syncthreads();\n"
+    "    if (lane == 0) partm[wid] = v;\n"
+    "    __syncthreads();\n"
+    "    v = lane < nw ? partm[lane] : 0.f;\n"
+    "    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
+    "    return v;\n"
+    "}\n"
+    "/* E4M3 (fn) code as the fp8 plugin's qc_e4m3: nearest even, saturating, NaN -> 0x7F */\n"
+    "__device__ __forceinline__ unsigned qc_e4m3c(float v) {\n"
+    "#if __CUDA_ARCH__ >= 890\n"
+    "    unsigned short r;\n"
+    "    asm(\"cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;\" : \"=h\"(r) : \"f\"(v));\n"
+    "    return v != v ? 0x7Fu : (unsigned)(r & 0xFFu);\n"
+    "#else\n"
+    "    return 0x7Fu; /* the host fuses E4M3 recipes on sm_89+ only */\n"
+    "#endif\n"
+    "}\n"
+    "/* int8 code as w8a8_int8's qc_code: one division, clamp, nearest even */\n"
+    "__device__ __forceinline__ unsigned qc_i8c(float v, float sx) {\n"
+    "    return (unsigned)(int)rintf(fminf(fmaxf(__fdiv_rn(v, sx), -127.f), 127.f)) & 0xFFu;\n"
+    "}\n"
+    "__device__ __forceinline__ float qc_amax4(float4 v, float a) {\n"
+    "    return fmaxf(fmaxf(fmaxf(a, fabsf(v.x)), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));\n"
+    "}\n"
+    "__device__ __forceinline__ unsigned qc_e4m3x4(float4 v, float s) {\n"
+    "    return qc_e4m3c(__fdiv_rn(v.x, s)) | qc_e4m3c(__fdiv_rn(v.y, s)) << 8 | qc_e4m3c(__fdiv_rn(v.z, s)) << 16 |\n"
+    "           qc_e4m3c(__fdiv_rn(v.w, s)) << 24;\n"
+    "}\n"
+    "/* v[c] = y as f32 (chunk c * T + tid): write y, its bf16 copy, and with MODE the codes and\n"
+    "   scales of the bf16 values; v is left holding the bf16 values */\n"
+    "template <int MODE>\n"
+    "__device__ __forceinline__ void qc_row_out(float4 (&v)[QC_VPT], long long r, long long n, float *y,\n"
+    "                                           unsigned short *yb, unsigned char *xq, float *xs) {\n"
+    "    const int T = blockDim.x, tid = threadIdx.x;\n"
+    "    const long long nc = n >> 2;\n"
+    "#pragma unroll\n"
+    "    for (int c = 0; c < QC_VPT; c++) {\n"
+    "        long long j = (long long)c * T + tid;\n"
+    "        if (j < nc) {\n"
+    "            if (y) ((float4 *)(y + r * n))[j] = v[c];\n"
+    "            unsigned short b0 = qc_tobf(v[c].x), b1 = qc_tobf(v[c].y), b2 = qc_tobf(v[c].z), b3 = qc_tobf(v[c].w);\n"
+    "            if (yb) ((uint2 *)(yb + r * n))[j] = make_uint2(b0 | (unsigned)b1 << 16, b2 | (unsigned)b3 << 16);\n"
+    "            v[c] = make_float4(qc_bf(b0), qc_bf(b1), qc_bf(b2), qc_bf(b3));\n"
+    "        }\n"
+    "    }\n"
+    "    if (MODE == 0) return;\n"
+    "    unsigned *qr = (unsigned *)(xq + r * n);\n"
+    "    if (MODE == QC_M_E4M3_G128) {\n"
+    "        /* a warp's 32 chunks of one slot are one group of 128 (the last may be short) */\n"
+    "        const long long ng = (n + 127) >> 7;\n"
+    "#pragma unroll\n"
+    "        for (int c = 0; c < QC_VPT; c++) {\n"
+    "            long long j = (long long)c * T + tid;\n"
+    "            if ((long long)c * T >= nc) break; /* uniform over the block */\n"
+    "            float a = j < nc ? qc_amax4(v[c], 0.f) : 0.f;\n"
+    "            for (int o = 16; o > 0; o >>= 1) a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, o));\n"
+    "            float s = __fdiv_rn(a, 448.0f);\n"
+    "            s = s > 0.f ? s : 1.f;\n"
+    "            if (j < nc) {\n"
+    "                qr[j] = qc_e4m3x4(v[c], s);\n"
+    "                if ((j & 31) == 0) xs[r * ng + (j >> 5)] = s;\n"
+    "            }\n"
+    "        }\n"
+    "        return;\n"
+    "    }\n"
+    "    float a = 0.f;\n"
+    "    int bad = 0;\n"
+    "#pragma unroll\n"
+    "    for (int c = 0; c < QC_VPT; c++) {\n"
+    "        long long j = (long long)c * T + tid;\n"
+    "        if (j < nc) {\n"
+    "            a = qc_amax4(v[c], a);\n"
+    "            if (MODE == QC_M_INT8_TOKEN)\n"
+    "                bad |= !isfinite(v[c].x) | !isfinite(v[c].y) | !isfinite(v[c].z) | !isfinite(v[c].w);\n"
+    "        }\n"
+    "    }\n"
+    "    a = qc_bmax(a);\n"
+    "    if (MODE == QC_M_INT8_TOKEN) bad = __syncthreads_or(bad);\n"
+    "    float s;\n"
+    "    if (MODE == QC_M_E4M3_TOKEN) {\n"
+    "        s = __fdiv_rn(a, 448.0f);\n"
+    "        s = s > 0.f ? s : 1.f;\n"
+    "    } else {\n"
+    "        s = __fdiv_rn(a, 127.f);\n"
+    "        if (!(s > 0.f)) s = 1.f;\n"
+    "    }\n"
+    "    if (tid == 0) xs[r] = MODE == QC_M_INT8_TOKEN && bad ? __int_as_float(0x7fc00000) : s;\n"
+    "#pragma unroll\n"
+    "    for (int c = 0; c < QC_VPT; c++) {\n"
+    "        long long j = (long long)c * T + tid;\n"
+    "        if (j < nc) {\n"
+    "            unsigned q;\n"
+    "            if (MODE == QC_M_E4M3_TOKEN) q = qc_e4m3x4(v[c], s);\n"
+    "            else q = bad ? 0u : qc_i8c(v[c].x, s) | qc_i8c(v[c].y, s) << 8 | qc_i8c(v[c].z, s) << 16 |\n"
+    "                                qc_i8c(v[c].w, s) << 24;\n"
+    "            qr[j] = q;\n"
+    "        }\n"
+    "    }\n"
+    "}\n"
+    "__device__ __forceinline__ bool qc_al16(const void *p) { return ((unsigned long long)p & 15ull) == 0; }\n"
+    "\n"
+    "/* output row r, source row s = idx ? idx[r] : r: x[s] += h[s] (h may be\n"
+    "   null), y[r] = x[s] / sqrt(mean(x[s]^2) + eps) * w, yb[r] = bf16(y[r]);\n"
+    "   y, yb may be null; MODE > 0: xq/xs from yb's values (the fused kernels) */\n"
+    "template <int MODE>\n"
+    "__device__ __forceinline__ void qc_add_rmsnorm_t(float *x, const float *h, const float *w, float *y,\n"
+    "                                                 unsigned short *yb, const int *idx, unsigned char *xq,\n"
+    "                                                 float *xs, long long m, long long n, float eps) {\n"
+    "    long long r = blockIdx.x;\n"
+    "    if (r >= m) return;\n"
+    "    long long s = idx ? idx[r] : r;\n"
+    "    float *xr = x + s * n;\n"
+    "    const float *hr = h ? h + s * n : 0;\n"
+    "    const int T = blockDim.x, tid = threadIdx.x;\n"
+    "    const long long nc = n >> 2;\n"
+    "    if ((n & 3) || nc > (long long)QC_VPT * T || !qc_al16(x) || !qc_al16(h) || !qc_al16(w) || !qc_al16(y) ||\n"
+    "        !qc_al16(yb)) {\n"
+    "        if (MODE) { /* never launched so (qc_fuse_decide): say so in the scale */\n"
+    "            if (tid == 0) xs[r] = __int_as_float(0x7fc00000);\n"
+    "            return;\n"
+    "        }\n"
+    "        float ss = 0.f;\n"
+    "        for (long long i = tid; i < n; i += T) {\n"
+    "            float v = xr[i];\n"
+    "            if (hr) { v += hr[i]; xr[i] = v; }\n"
+    "            ss = fmaf(v, v, ss);\n"
+    "        }\n"
+    "        ss = qc_bsum(ss);\n"
+    "        float inv = 1.0f / sqrtf(ss / (float)n + eps);\n"
+    "        for (long long i = tid; i < n; i += T) {\n"
+    "            float v = xr[i] * inv * w[i];\n"
+    "            if (y) y[r * n + i] = v;\n"
+    "            if (yb) yb[r * n + i] = qc_tobf(v);\n"
+    "        }\n"
+    "        return;\n"
+    "    }\n"
+    "    float4 v[QC_VPT];\n"
+    "    float ss = 0.f;\n"
+    "#pragma unroll\n"
+    "    for (int c = 0; c < QC_VPT; c++) {\n"
+    "        long long j = (long long)c * T + tid;\n"
+    "        if (j < nc) {\n"
+    "            float4 a = ((const float4 *)xr)[j];\n"
+    "            if (hr) {\n"
+    "                float4 b = ((const float4 *)hr)[j];\n"
+    "                a.x += b.x, a.y += b.y, a.z += b.z, a.w += b.w;\n"
+    "                ((float4 *)xr)[j] = a;\n"
+    "            }\n"
+    "            ss = fmaf(a.x, a.x, ss), ss = fmaf(a.y, a.y, ss), ss = fmaf(a.z, a.z, ss), ss = fmaf(a.w, a.w, ss);\n"
+    "            v[c] = a;\n"
+    "        }\n"
+    "    }\n"
+    "    ss = qc_bsum(ss);\n"
+    "    float inv = 1.0f / sqrtf(ss / (float)n + eps);\n"
+    "#pragma unroll\n"
+    "    for (int c = 0; c < QC_VPT; c++) {\n"
+    "        long long j = (long long)c * T + tid;\n"
+    "        if (j < nc) {\n"
+    "            float4 g = ((const float4 *)w)[j];\n"
+    "            v[c] = make_float4(v[c].x * inv * g.x, v[c].y * inv * g.y, v[c].z * inv * g.z, v[c].w * inv * g.w);\n"
+    "        }\n"
+    "    }\n"
+    "    qc_row_out<MODE>(v, r, n, y, yb, xq, xs);\n"
+    "}\n"
+    "#ifdef QC_ROW_NORM\n"
+    "extern \"C\" __global__ void __launch_bounds__(1024) qc_add_rmsnorm(float *x, const float *h, const float *w,\n"
+    "                                                               float *y, unsigned short *yb, const int *idx,\n"
+    "                                                               long long m, long long n, float eps) {\n"
+    "    qc_add_rmsnorm_t<0>(x, h, w, y, yb, idx, 0, 0, m, n, eps);\n"
+    "}\n"
+    "#endif\n"
+    "/* recipe: QC_M_* (the host's qc_fuse_recipe) */\n"
+    "#ifdef QC_ROW_NORM_Q\n"
+    "extern \"C\" __global__ void __launch_bounds__(1024) qc_add_rmsnorm_quant(float *x, const float *h, const float *w,\n"
+    "                                                                     const int *idx, unsigned char *xq, float *xs,\n"
+    "                                                                     float *y, unsigned short *yb, long long m,\n"
+    "                                                                     long long n, float eps, int recipe) {\n"
+    "    switch (recipe) {\n"
+    "    case QC_M_E4M3_TOKEN: qc_add_rmsnorm_t<QC_M_E4M3_TOKEN>(x, h, w, y, yb, idx, xq, xs, m, n, eps); break;\n"
+    "    case QC_M_E4M3_G128: qc_add_rmsnorm_t<QC_M_E4M3_G128>(x, h, w, y, yb, idx, xq, xs, m, n, eps); break;\n"
+    "    case QC_M_INT8_TOKEN: qc_add_rmsnorm_t<QC_M_INT8_TOKEN>(x, h, w, y, yb, idx, xq, xs, m, n, eps); break;\n"
+    "    default: break;\n"
+    "    }\n"
+    "}\n"
+    "#endif\n"
+    "\n"
+    "/* y[r][i] = silu(g[r*ld + i]) * u[r*ld + i]; y, yb (the bf16 copy) may be null;\n"
+    "   MODE > 0: xq/xs from yb's values (the fused kernels).  A block per row. */\n"
+    "__device__ __forceinline__ float qc_silu_mul(float a, float u) { return a / (1.0f + expf(-a)) * u; }\n"
+    "template <int MODE>\n"
+    "__device__ __forceinline__ void qc_swiglu_t(const float *g, const float *u, long long ld, float *y,\n"
+    "                                            unsigned short *yb, unsigned char *xq, float *xs, long long m,\n"
+    "                                            long long n) {\n"
+    "    const int T = blockDim.x, tid = threadIdx.x;\n"
+    "    const long long nc = n >> 2;\n"
+    "    const bool vec = !(n & 3) && !(ld & 3) && nc <= (long long)QC_VPT * T && qc_al16(g) && qc_al16(u) &&\n"
+    "                     qc_al16(y) && qc_al16(yb);\n"
+    "    for (long long r = blockIdx.x; r < m; r += gridDim.x) {\n"
+    "        const float *gr = g + r * ld, *ur = u + r * ld;\n"
+    "        if (!vec) {\n"
+    "            if (MODE) { /* never launched so (qc_fuse_decide): say so in the scale */\n"
+    "                if (tid == 0) xs[r] = __int_as_float(0x7fc00000);\n"
+    "                continue;\n"
+    "            }\n"
+    "            for (long long i = tid; i < n; i += T) {\n"
+    "                float v = qc_silu_mul(gr[i], ur[i]);\n"
+    "                if (y) y[r * n + i] = v;\n"
+    "                if (yb) yb[r * n + i] = qc_tobf(v);\n"
+    "            }\n"
+    "            continue;\n"
+    "        }\n"
+    "        float4 v[QC_VPT];\n"
+    "#pragma unroll\n"
+    "        for (int c = 0; c < QC_VPT; c++) {\n"
+    "            long long j = (long long)c * T + tid;\n"
+    "            if (j < nc) {\n"
+    "                float4 a = ((const float4 *)gr)[j], b = ((const float4 *)ur)[j];\n"
+    "                v[c] = make_float4(qc_silu_mul(a.x, b.x), qc_silu_mul(a.y, b.y), qc_silu_mul(a.z, b.z),\n"
+    "                                   qc_silu_mul(a.w, b.w));\n"
+    "            }\n"
+    "        }\n"
+    "        qc_row_out<MODE>(v, r, n, y, yb, xq, xs);\n"
+    "    }\n"
+    "}\n"
+    "#ifdef QC_ROW_SWIGLU\n"
+    "extern \"C\" __global__ void __launch_bounds__(1024) qc_swiglu_ld(const float *g, const float *u, long long ld,\n"
+    "                                                             float *y, unsigned short *yb, long long m,\n"
+    "                                                             long long n) {\n"
+    "    qc_swiglu_t<0>(g, u, ld, y, yb, 0, 0, m, n);\n"
+    "}\n"
+    "#endif\n"
+    "#ifdef QC_ROW_SWIGLU_Q\n"
+    "extern \"C\" __global__ void __launch_bounds__(1024) qc_swiglu_quant(const float *g, const float *u, long long ld,\n"
+    "                                                                unsigned char *xq, float *xs, float *y,\n"
+    "                                                                unsigned short *yb, long long m, long long n,\n"
+    "                                                                int recipe) {\n"
+    "    switch (recipe) {\n"
+    "    case QC_M_E4M3_TOKEN: qc_swiglu_t<QC_M_E4M3_TOKEN>(g, u, ld, y, yb, xq, xs, m, n); break;\n"
+    "    case QC_M_E4M3_G128: qc_swiglu_t<QC_M_E4M3_G128>(g, u, ld, y, yb, xq, xs, m, n); break;\n"
+    "    case QC_M_INT8_TOKEN: qc_swiglu_t<QC_M_INT8_TOKEN>(g, u, ld, y, yb, xq, xs, m, n); break;\n"
+    "    default: break;\n"
+    "    }\n"
+    "}\n"
+    "#endif\n"
+    "\n"
+    "/* yb = bf16(x) (may be null) and xq/xs from those values (recipe: QC_M_*), a block per row: the\n"
+    "   attention output's cast and quantizer in one pass */\n"
+    "template <int MODE>\n"
+    "__device__ __forceinline__ void qc_cast_quant_t(const float *x, unsigned short *yb, unsigned char *xq, float *xs,\n"
+    "                                                long long m, long long n) {\n"
+    "    long long r = blockIdx.x;\n"
+    "    if (r >= m) return;\n"
+    "    const int T = blockDim.x, tid = threadIdx.x;\n"
+    "    const long long nc = n >> 2;\n"
+    "    if ((n & 3) || nc > (long long)QC_VPT * T || !qc_al16(x) || !qc_al16(yb)) {\n"
+    "        if (tid == 0) xs[r] = __int_as_float(0x7fc00000); /* never launched so (qc_fuse_decide) */\n"
+    "        return;\n"
+    "    }\n"
+    "    float4 v[QC_VPT];\n"
+    "#pragma unroll\n"
+    "    for (int c = 0; c < QC_VPT; c++) {\n"
+    "        long long j = (long long)c * T + tid;\n"
+    "        if (j < nc) v[c] = ((const float4 *)(x + r * n))[j];\n"
+    "    }\n"
+    "    qc_row_out<MODE>(v, r, n, 0, yb, xq, xs);\n"
+    "}\n"
+    "#ifdef QC_ROW_CAST_Q\n"
+    "extern \"C\" __global__ void __launch_bounds__(1024) qc_cast_quant(const float *x, unsigned char *xq, float *xs,\n"
+    "                                                              unsigned short *yb, long long m, long long n,\n"
+    "                                                              int recipe) {\n"
+    "    switch (recipe) {\n"
+    "    case QC_M_E4M3_TOKEN: qc_cast_quant_t<QC_M_E4M3_TOKEN>(x, yb, xq, xs, m, n); break;\n"
+    "    case QC_M_E4M3_G128: qc_cast_quant_t<QC_M_E4M3_G128>(x, yb, xq, xs, m, n); break;\n"
+    "    case QC_M_INT8_TOKEN: qc_cast_quant_t<QC_M_INT8_TOKEN>(x, yb, xq, xs, m, n); break;\n"
+    "    default: break;\n"
+    "    }\n"
+    "}\n"
+    "#endif\n";
 
 /* ---- C references ---- */
 
@@ -202,10 +469,71 @@ static void add_rmsnorm_ref(float *x, const float *h, const float *w, float *y, 
         }
         float inv = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
         for (int64_t i = 0; i < n; i++) {
-            y[r * n + i] = xr[i] * inv * w[i];
-            if (yb) yb[r * n + i] = qc_f32_to_bf16(y[r * n + i]);
+            float v = xr[i] * inv * w[i];
+            if (y) y[r * n + i] = v;
+            if (yb) yb[r * n + i] = qc_f32_to_bf16(v);
         }
     }
+}
+
+/* One row of bf16 values quantized with a recipe of plugin.h (QC_FUSE_*), with
+ * the arithmetic the fp8 and w8a8_int8 plugins' references use. */
+static void quant_row_ref(int recipe, const uint16_t *b, int64_t n, uint8_t *q, float *xs) {
+    if (recipe == QC_FUSE_INT8_TOKEN) {
+        float a = 0.f;
+        int bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float v = qc_bf16_to_f32(b[i]);
+            bad |= !isfinite(v);
+            if (fabsf(v) > a) a = fabsf(v);
+        }
+        float sx = a / 127.0f;
+        if (!(sx > 0.0f)) sx = 1.0f;
+        for (int64_t i = 0; i < n; i++) {
+            float t = bad ? 0.f : qc_bf16_to_f32(b[i]) / sx;
+            t = t > 127.0f ? 127.0f : t < -127.0f ? -127.0f : t;
+            q[i] = (uint8_t)(int8_t)rintf(t); /* nearest even in the default rounding mode */
+        }
+        xs[0] = bad ? NAN : sx;
+        return;
+    }
+    int64_t gs = recipe == QC_FUSE_E4M3_G128 ? 128 : n;
+    for (int64_t t0 = 0, g = 0; t0 < n; t0 += gs, g++) {
+        int64_t t1 = t0 + gs < n ? t0 + gs : n;
+        float a = 0.f;
+        for (int64_t i = t0; i < t1; i++) {
+            float v = fabsf(qc_bf16_to_f32(b[i]));
+            if (v > a) a = v; /* NaN never wins */
+        }
+        float s = a / 448.0f;
+        s = s > 0.f ? s : 1.f;
+        xs[g] = s;
+        for (int64_t i = t0; i < t1; i++) q[i] = qc_fp8_e4m3_encode(qc_bf16_to_f32(b[i]) / s);
+    }
+}
+
+/* Scales per row a recipe writes. */
+static int64_t scales_per_row(int recipe, int64_t n) { return recipe == QC_FUSE_E4M3_G128 ? (n + 127) / 128 : 1; }
+
+static void add_rmsnorm_quant_ref(float *x, const float *h, const float *w, const int32_t *idx, uint8_t *xq,
+                                  float *xs, float *y, uint16_t *yb, int64_t m, int64_t n, float eps,
+                                  int32_t recipe) {
+    uint16_t *b = malloc((size_t)(n > 0 ? n : 1) * sizeof *b);
+    float *yr = malloc((size_t)(n > 0 ? n : 1) * sizeof *yr);
+    if (!b || !yr || recipe < QC_FUSE_E4M3_TOKEN || recipe > QC_FUSE_INT8_TOKEN) { /* no error channel: NaN scales */
+        for (int64_t r = 0; r < m && xs; r++)
+            for (int64_t g = 0; g < scales_per_row(recipe, n); g++) xs[r * scales_per_row(recipe, n) + g] = NAN;
+        free(b), free(yr);
+        return;
+    }
+    for (int64_t r = 0; r < m; r++) {
+        int32_t s = idx ? idx[r] : (int32_t)r;
+        add_rmsnorm_ref(x, h, w, yr, b, &s, 1, n, eps); /* x[s] updated in place, as the kernel does */
+        if (y) memcpy(y + r * n, yr, (size_t)n * sizeof *yr);
+        if (yb) memcpy(yb + r * n, b, (size_t)n * sizeof *b);
+        quant_row_ref(recipe, b, n, xq + r * n, xs + r * scales_per_row(recipe, n));
+    }
+    free(b), free(yr);
 }
 
 static void qkv_rope_kv_ref(const float *qkv, int64_t ld, const float *bias, float *q_out, uint16_t *k_cache,
@@ -257,9 +585,45 @@ static void swiglu_ld_ref(const float *g, const float *u, int64_t ld, float *y, 
         for (int64_t i = 0; i < n; i++) {
             float a = g[r * ld + i];
             float v = a / (1.0f + expf(-a)) * u[r * ld + i];
-            y[r * n + i] = v;
+            if (y) y[r * n + i] = v;
             if (yb) yb[r * n + i] = qc_f32_to_bf16(v);
         }
+}
+
+static void swiglu_quant_ref(const float *g, const float *u, int64_t ld, uint8_t *xq, float *xs, float *y,
+                             uint16_t *yb, int64_t m, int64_t n, int32_t recipe) {
+    uint16_t *b = malloc((size_t)(n > 0 ? n : 1) * sizeof *b);
+    float *yr = malloc((size_t)(n > 0 ? n : 1) * sizeof *yr);
+    if (!b || !yr || recipe < QC_FUSE_E4M3_TOKEN || recipe > QC_FUSE_INT8_TOKEN) {
+        for (int64_t r = 0; r < m && xs; r++)
+            for (int64_t k = 0; k < scales_per_row(recipe, n); k++) xs[r * scales_per_row(recipe, n) + k] = NAN;
+        free(b), free(yr);
+        return;
+    }
+    for (int64_t r = 0; r < m; r++) {
+        swiglu_ld_ref(g + r * ld, u + r * ld, ld, yr, b, 1, n);
+        if (y) memcpy(y + r * n, yr, (size_t)n * sizeof *yr);
+        if (yb) memcpy(yb + r * n, b, (size_t)n * sizeof *b);
+        quant_row_ref(recipe, b, n, xq + r * n, xs + r * scales_per_row(recipe, n));
+    }
+    free(b), free(yr);
+}
+
+static void cast_quant_ref(const float *x, uint8_t *xq, float *xs, uint16_t *yb, int64_t m, int64_t n,
+                           int32_t recipe) {
+    uint16_t *b = malloc((size_t)(n > 0 ? n : 1) * sizeof *b);
+    if (!b || recipe < QC_FUSE_E4M3_TOKEN || recipe > QC_FUSE_INT8_TOKEN) {
+        for (int64_t r = 0; r < m && xs; r++)
+            for (int64_t k = 0; k < scales_per_row(recipe, n); k++) xs[r * scales_per_row(recipe, n) + k] = NAN;
+        free(b);
+        return;
+    }
+    for (int64_t r = 0; r < m; r++) {
+        for (int64_t i = 0; i < n; i++) b[i] = qc_f32_to_bf16(x[r * n + i]);
+        if (yb) memcpy(yb + r * n, b, (size_t)n * sizeof *b);
+        quant_row_ref(recipe, b, n, xq + r * n, xs + r * scales_per_row(recipe, n));
+    }
+    free(b);
 }
 
 static void cast_bf16_ref(const float *x, uint16_t *y, int64_t count) {
@@ -292,6 +656,17 @@ static void rows_dims(const qc_problem *p, qc_launch_dims *d) {
     dims(d, p->m > 0 && p->m <= ROWS_MAX ? (uint32_t)p->m : 0, 1, t);
 }
 
+/* m rows of n held in registers (add_rmsnorm, swiglu): a block per row, about
+ * QC_VPT (4) chunks of 4 floats per thread, whole warps, 32 to 1024 threads
+ * (keep in step with QC_VPT in the source) */
+static void vec_rows_dims(const qc_problem *p, qc_launch_dims *d) {
+    int64_t chunks = p->n > 0 ? (p->n + 3) / 4 : 1, t = (chunks + QC_FUSE_VPT - 1) / QC_FUSE_VPT;
+    t = (t + 31) / 32 * 32;
+    if (t < 32) t = 32;
+    if (t > 1024) t = 1024;
+    dims(d, p->m > 0 && p->m <= ROWS_MAX ? (uint32_t)p->m : 0, 1, (uint32_t)t);
+}
+
 /* m tokens, n = heads + kv_heads, k = head_dim */
 static void qkv_dims(const qc_problem *p, qc_launch_dims *d) {
     uint32_t half = p->k >= 2 ? (uint32_t)(p->k / 2) : 0;
@@ -318,6 +693,20 @@ static const qc_kernel_param QKV_PARAMS[] = {
     {"heads", QC_PARAM_I32},    {"kv_heads", QC_PARAM_I32}, {"head_dim", QC_PARAM_I32}, {"halves", QC_PARAM_I32},
     {"eps", QC_PARAM_F32},
 };
+static const qc_kernel_param ADD_RMSNORM_Q_PARAMS[] = {
+    {"x", QC_PARAM_PTR}, {"h", QC_PARAM_PTR},      {"weight", QC_PARAM_PTR}, {"idx", QC_PARAM_PTR},
+    {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR},    {"y", QC_PARAM_PTR},      {"y.bf16", QC_PARAM_PTR},
+    {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64},      {"eps", QC_PARAM_F32},    {"recipe", QC_PARAM_I32},
+};
+static const qc_kernel_param SWIGLU_Q_PARAMS[] = {
+    {"gate", QC_PARAM_PTR}, {"up", QC_PARAM_PTR},     {"ld", QC_PARAM_I64}, {"xq", QC_PARAM_PTR},
+    {"xs", QC_PARAM_PTR},   {"y", QC_PARAM_PTR},      {"y.bf16", QC_PARAM_PTR}, {"m", QC_PARAM_I64},
+    {"n", QC_PARAM_I64},    {"recipe", QC_PARAM_I32},
+};
+static const qc_kernel_param CAST_Q_PARAMS[] = {
+    {"x", QC_PARAM_PTR}, {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR},    {"y.bf16", QC_PARAM_PTR},
+    {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64},  {"recipe", QC_PARAM_I32},
+};
 static const qc_kernel_param SWIGLU_LD_PARAMS[] = {
     {"gate", QC_PARAM_PTR},   {"up", QC_PARAM_PTR}, {"ld", QC_PARAM_I64}, {"y", QC_PARAM_PTR},
     {"y.bf16", QC_PARAM_PTR}, {"m", QC_PARAM_I64},  {"n", QC_PARAM_I64},
@@ -335,18 +724,35 @@ static qc_kernel_desc engine_kernel(const char *id, const qc_kernel_param *param
     return qc_core_kernel_desc(id, params, n_params, reference, ENGINE_SRC, entry, launch);
 }
 
+/* a row kernel: ROW_SRC built with its entry's macro only */
+static qc_kernel_desc row_kernel(const char *id, const qc_kernel_param *params, uint32_t n_params,
+                                 void (*reference)(void), const char *entry, const char *const *options) {
+    qc_kernel_desc k = qc_core_kernel_desc(id, params, n_params, reference, ROW_SRC, entry, vec_rows_dims);
+    k.nvrtc_options = options;
+    return k;
+}
+static const char *const OPT_NORM[] = {"-DQC_ROW_NORM", NULL}, *const OPT_NORM_Q[] = {"-DQC_ROW_NORM_Q", NULL};
+static const char *const OPT_SWIGLU[] = {"-DQC_ROW_SWIGLU", NULL}, *const OPT_SWIGLU_Q[] = {"-DQC_ROW_SWIGLU_Q", NULL};
+static const char *const OPT_CAST_Q[] = {"-DQC_ROW_CAST_Q", NULL};
+
 #define N_OF(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
 
 qc_status qc_engine_kernels_register(const qc_host_api *api, qc_host *host) {
     const qc_kernel_desc ks[] = {
         engine_kernel("core.embed_bf16", EMBED_BF16_PARAMS, N_OF(EMBED_BF16_PARAMS), (void (*)(void))embed_bf16_ref,
                       "qc_embed_bf16", rows_dims),
-        engine_kernel("core.add_rmsnorm", ADD_RMSNORM_PARAMS, N_OF(ADD_RMSNORM_PARAMS),
-                      (void (*)(void))add_rmsnorm_ref, "qc_add_rmsnorm", rows_dims),
+        row_kernel("core.add_rmsnorm", ADD_RMSNORM_PARAMS, N_OF(ADD_RMSNORM_PARAMS), (void (*)(void))add_rmsnorm_ref,
+                   "qc_add_rmsnorm", OPT_NORM),
+        row_kernel("core.add_rmsnorm_quant", ADD_RMSNORM_Q_PARAMS, N_OF(ADD_RMSNORM_Q_PARAMS),
+                   (void (*)(void))add_rmsnorm_quant_ref, "qc_add_rmsnorm_quant", OPT_NORM_Q),
         engine_kernel("core.qkv_rope_kv", QKV_PARAMS, N_OF(QKV_PARAMS), (void (*)(void))qkv_rope_kv_ref,
                       "qc_qkv_rope_kv", qkv_dims),
-        engine_kernel("core.swiglu_ld", SWIGLU_LD_PARAMS, N_OF(SWIGLU_LD_PARAMS), (void (*)(void))swiglu_ld_ref,
-                      "qc_swiglu_ld", elem_dims),
+        row_kernel("core.swiglu_ld", SWIGLU_LD_PARAMS, N_OF(SWIGLU_LD_PARAMS), (void (*)(void))swiglu_ld_ref,
+                   "qc_swiglu_ld", OPT_SWIGLU),
+        row_kernel("core.swiglu_quant", SWIGLU_Q_PARAMS, N_OF(SWIGLU_Q_PARAMS), (void (*)(void))swiglu_quant_ref,
+                   "qc_swiglu_quant", OPT_SWIGLU_Q),
+        row_kernel("core.cast_quant", CAST_Q_PARAMS, N_OF(CAST_Q_PARAMS), (void (*)(void))cast_quant_ref,
+                   "qc_cast_quant", OPT_CAST_Q),
         engine_kernel("core.cast_bf16", CAST_PARAMS, N_OF(CAST_PARAMS), (void (*)(void))cast_bf16_ref, "qc_cast_bf16",
                       elem_dims),
         engine_kernel("core.fill_random_bf16", FILL_PARAMS, N_OF(FILL_PARAMS), (void (*)(void))fill_random_bf16_ref,
@@ -355,4 +761,52 @@ qc_status qc_engine_kernels_register(const qc_host_api *api, qc_host *host) {
     qc_status st = QC_OK;
     for (size_t i = 0; st == QC_OK && i < sizeof ks / sizeof ks[0]; i++) st = api->register_kernel(host, &ks[i]);
     return st;
+}
+
+/* ---- fused activation quantization: which quantizers the core stands in for ---- */
+
+int qc_fuse_recipe(const char *name) {
+    if (!name) return QC_FUSE_NONE;
+    if (strcmp(name, QC_ACT_RECIPE_E4M3_TOKEN) == 0) return QC_FUSE_E4M3_TOKEN;
+    if (strcmp(name, QC_ACT_RECIPE_E4M3_G128) == 0) return QC_FUSE_E4M3_G128;
+    if (strcmp(name, QC_ACT_RECIPE_INT8_TOKEN) == 0) return QC_FUSE_INT8_TOKEN;
+    return QC_FUSE_NONE;
+}
+
+static int fuse_refuse(qc_reason *why, const char *code, const char *text, const char *id, const char *detail) {
+    if (why) {
+        qc_strlcpy(why->code, code, sizeof why->code);
+        snprintf(why->text, sizeof why->text, "%s: %s%s", id ? id : "(no quantizer)", text, detail ? detail : "");
+    }
+    return QC_FUSE_NONE;
+}
+
+int qc_fuse_decide(const qc_kernel_desc *quant, uint32_t sm, int64_t k, qc_reason *why) {
+    if (why) why->code[0] = why->text[0] = 0;
+    if (!quant) return fuse_refuse(why, "missing", "no activation quantizer", NULL, NULL);
+    /* a descriptor from before the field (the host copies descriptors to full size, zero-filled) */
+    const char *name = quant->struct_size >= offsetof(qc_kernel_desc, act_recipe) + sizeof(const char *)
+                           ? quant->act_recipe
+                           : NULL;
+    int recipe = qc_fuse_recipe(name);
+    if (!name) return fuse_refuse(why, "recipe", "states no activation recipe (act_recipe)", quant->id, NULL);
+    if (recipe == QC_FUSE_NONE)
+        return fuse_refuse(why, "recipe", "states a recipe the core does not implement: ", quant->id, name);
+    static const char *const plain[] = {"x.bf16", "xq", "xs", "m", "k"};
+    for (uint32_t i = 0; i < quant->n_params; i++) {
+        int known = 0;
+        for (size_t j = 0; j < sizeof plain / sizeof plain[0]; j++) known |= strcmp(quant->params[i].name, plain[j]) == 0;
+        if (!known)
+            return fuse_refuse(why, "params", "takes an input the fused kernels do not have: ", quant->id,
+                               quant->params[i].name);
+    }
+    if (recipe != QC_FUSE_INT8_TOKEN && sm < 89)
+        return fuse_refuse(why, "arch", "E4M3 conversion needs sm_89 or later", quant->id, NULL);
+    if (k <= 0 || k % 16 || k > QC_FUSE_N_MAX) {
+        char d[64];
+        snprintf(d, sizeof d, "%lld", (long long)k);
+        return fuse_refuse(why, "shape", "the fused kernels take rows of a multiple of 16 up to 16384, k = ", quant->id,
+                           d);
+    }
+    return recipe;
 }

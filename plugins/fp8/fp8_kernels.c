@@ -386,6 +386,7 @@ typedef struct kspec {
     void (*dims)(const qc_problem *, qc_launch_dims *);
     int (*elig)(const qc_problem *, qc_reason *);
     int maps;
+    const char *recipe; /* an activation quantizer's recipe (plugin.h), for the engine's fusion */
 } kspec;
 
 #define NP(a) (uint32_t)(sizeof a / sizeof a[0])
@@ -396,49 +397,49 @@ typedef struct kspec {
  * W8A16 path below sm_89, then the activation quantizers (never selected as linears). */
 static const kspec g_kernels[] = {
     {"fp8.gemv_channel", "qc_fp8_gemv_channel", FP8_SRC_GEMV, OPT_MODE[0], {89, QC_SM_ANY}, QC_PHASE_ANY, 1, GV_ROWS,
-     P_W8A8, NP(P_W8A8), FN(channel_ref), gemv_dims, elig_gv_channel, 0},
+     P_W8A8, NP(P_W8A8), FN(channel_ref), gemv_dims, elig_gv_channel, 0, NULL},
     {"fp8.gemv_tensor", "qc_fp8_gemv_tensor", FP8_SRC_GEMV, OPT_MODE[1], {89, QC_SM_ANY}, QC_PHASE_ANY, 1, GV_ROWS,
-     P_W8A8, NP(P_W8A8), FN(tensor_ref), gemv_dims, elig_gv_tensor, 0},
+     P_W8A8, NP(P_W8A8), FN(tensor_ref), gemv_dims, elig_gv_tensor, 0, NULL},
     {"fp8.gemv_block", "qc_fp8_gemv_block", FP8_SRC_GEMV, OPT_MODE[2], {89, QC_SM_ANY}, QC_PHASE_ANY, 1, GV_ROWS,
-     P_W8A8, NP(P_W8A8), FN(block_ref), gemv_dims, elig_gv_block, 0},
+     P_W8A8, NP(P_W8A8), FN(block_ref), gemv_dims, elig_gv_block, 0, NULL},
     /* W as the e4m3 mma's A operand, no conversion: the same ranges as the GEMVs above and registered after
        them (unless FP8_GEMV_FIRST), so the engine keeps those until this one's H200 times are in */
     {"fp8.gemv_mma_channel", "qc_fp8_gemv_mma_channel", FP8_SRC_GEMV_MMA, OPT_MODE[0], {89, QC_SM_ANY}, QC_PHASE_ANY,
-     1, GV_ROWS, P_W8A8, NP(P_W8A8), FN(channel_ref), gemv_mma_dims, elig_gm_channel, 0},
+     1, GV_ROWS, P_W8A8, NP(P_W8A8), FN(channel_ref), gemv_mma_dims, elig_gm_channel, 0, NULL},
     {"fp8.gemv_mma_tensor", "qc_fp8_gemv_mma_tensor", FP8_SRC_GEMV_MMA, OPT_MODE[1], {89, QC_SM_ANY}, QC_PHASE_ANY,
-     1, GV_ROWS, P_W8A8, NP(P_W8A8), FN(tensor_ref), gemv_mma_dims, elig_gm_tensor, 0},
+     1, GV_ROWS, P_W8A8, NP(P_W8A8), FN(tensor_ref), gemv_mma_dims, elig_gm_tensor, 0, NULL},
     {"fp8.gemv_mma_block", "qc_fp8_gemv_mma_block", FP8_SRC_GEMV_MMA, OPT_MODE[2], {89, QC_SM_ANY}, QC_PHASE_ANY,
-     1, GV_ROWS, P_W8A8, NP(P_W8A8), FN(block_ref), gemv_mma_dims, elig_gm_block, 0},
+     1, GV_ROWS, P_W8A8, NP(P_W8A8), FN(block_ref), gemv_mma_dims, elig_gm_block, 0, NULL},
     /* the same on sm_90a with wgmma (no F2FP conversions: Hopper's mma.sync e4m3 is F2FP + HMMA); channel and
        tensor only */
     {"fp8.gemv_wg_channel", "qc_fp8_gemv_wg_channel", FP8_SRC_GEMV_WG, OPT_MODE[0], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
-     GV_ROWS, P_W8A8, NP(P_W8A8), FN(channel_ref), gemv_wg_dims, elig_gw_channel, 0},
+     GV_ROWS, P_W8A8, NP(P_W8A8), FN(channel_ref), gemv_wg_dims, elig_gw_channel, 0, NULL},
     {"fp8.gemv_wg_tensor", "qc_fp8_gemv_wg_tensor", FP8_SRC_GEMV_WG, OPT_MODE[1], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
-     GV_ROWS, P_W8A8, NP(P_W8A8), FN(tensor_ref), gemv_wg_dims, elig_gw_tensor, 0},
+     GV_ROWS, P_W8A8, NP(P_W8A8), FN(tensor_ref), gemv_wg_dims, elig_gw_tensor, 0, NULL},
     {"fp8.gemm_channel_wgmma", "qc_fp8_gemm_channel_wgmma", FP8_SRC_WGMMA, OPT_MODE[0], {90, 90}, QC_PHASE_ANY,
-     GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(channel_ref), wgmma_dims, elig_wg_channel, 1},
+     GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(channel_ref), wgmma_dims, elig_wg_channel, 1, NULL},
     {"fp8.gemm_tensor_wgmma", "qc_fp8_gemm_tensor_wgmma", FP8_SRC_WGMMA, OPT_MODE[1], {90, 90}, QC_PHASE_ANY,
-     GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(tensor_ref), wgmma_dims, elig_wg_tensor, 1},
+     GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(tensor_ref), wgmma_dims, elig_wg_tensor, 1, NULL},
     {"fp8.gemm_block_wgmma", "qc_fp8_gemm_block_wgmma", FP8_SRC_WGMMA, OPT_MODE[2], {90, 90}, QC_PHASE_ANY,
-     GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(block_ref), wgmma_dims, elig_wg_block, 1},
+     GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(block_ref), wgmma_dims, elig_wg_block, 1, NULL},
     {"fp8.gemm_channel_mma", "qc_fp8_gemm_channel_mma", FP8_SRC_MMA, OPT_MODE[0], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
-     65535ll * MM_T, P_W8A8, NP(P_W8A8), FN(channel_ref), mma_dims, elig_mm_channel, 0},
+     65535ll * MM_T, P_W8A8, NP(P_W8A8), FN(channel_ref), mma_dims, elig_mm_channel, 0, NULL},
     {"fp8.gemm_tensor_mma", "qc_fp8_gemm_tensor_mma", FP8_SRC_MMA, OPT_MODE[1], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
-     65535ll * MM_T, P_W8A8, NP(P_W8A8), FN(tensor_ref), mma_dims, elig_mm_tensor, 0},
+     65535ll * MM_T, P_W8A8, NP(P_W8A8), FN(tensor_ref), mma_dims, elig_mm_tensor, 0, NULL},
     {"fp8.gemm_block_mma", "qc_fp8_gemm_block_mma", FP8_SRC_MMA, OPT_MODE[2], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
-     65535ll * MM_T, P_W8A8, NP(P_W8A8), FN(block_ref), mma_dims, elig_mm_block, 0},
+     65535ll * MM_T, P_W8A8, NP(P_W8A8), FN(block_ref), mma_dims, elig_mm_block, 0, NULL},
     {"fp8.w8a16_channel", "qc_fp8_w8a16_channel", FP8_SRC_MMA, OPT_W16[0], {80, 88}, QC_PHASE_ANY, 1, 65535ll * MM_T,
-     P_W8A16, NP(P_W8A16), FN(channel_w8a16_ref), mma_dims, elig_w16_channel, 0},
+     P_W8A16, NP(P_W8A16), FN(channel_w8a16_ref), mma_dims, elig_w16_channel, 0, NULL},
     {"fp8.w8a16_tensor", "qc_fp8_w8a16_tensor", FP8_SRC_MMA, OPT_W16[1], {80, 88}, QC_PHASE_ANY, 1, 65535ll * MM_T,
-     P_W8A16, NP(P_W8A16), FN(tensor_w8a16_ref), mma_dims, elig_w16_tensor, 0},
+     P_W8A16, NP(P_W8A16), FN(tensor_w8a16_ref), mma_dims, elig_w16_tensor, 0, NULL},
     {"fp8.w8a16_block", "qc_fp8_w8a16_block", FP8_SRC_MMA, OPT_W16[2], {80, 88}, QC_PHASE_ANY, 1, 65535ll * MM_T,
-     P_W8A16, NP(P_W8A16), FN(block_w8a16_ref), mma_dims, elig_w16_block, 0},
+     P_W8A16, NP(P_W8A16), FN(block_w8a16_ref), mma_dims, elig_w16_block, 0, NULL},
     {"fp8.quant_act_token", "qc_fp8_quant_act_token", FP8_SRC_QUANT, OPT_TOKEN, {89, QC_SM_ANY}, QC_PHASE_ANY, 1, 0,
-     P_QUANT, NP(P_QUANT), FN(quant_token_ref), quant_dims, elig_quant_token, 0},
+     P_QUANT, NP(P_QUANT), FN(quant_token_ref), quant_dims, elig_quant_token, 0, QC_ACT_RECIPE_E4M3_TOKEN},
     {"fp8.quant_act_static", "qc_fp8_quant_act_static", FP8_SRC_QUANT, OPT_STATIC, {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
-     0, P_QUANT_STATIC, NP(P_QUANT_STATIC), FN(quant_static_ref), quant_dims, elig_quant_static, 0},
+     0, P_QUANT_STATIC, NP(P_QUANT_STATIC), FN(quant_static_ref), quant_dims, elig_quant_static, 0, NULL},
     {"fp8.quant_act_group", "qc_fp8_quant_act_group", FP8_SRC_QUANT, OPT_GROUP, {89, QC_SM_ANY}, QC_PHASE_ANY, 1, 0,
-     P_QUANT, NP(P_QUANT), FN(quant_group_ref), quant_dims, elig_quant_group, 0},
+     P_QUANT, NP(P_QUANT), FN(quant_group_ref), quant_dims, elig_quant_group, 0, QC_ACT_RECIPE_E4M3_G128},
 };
 
 /* Which decode GEMV the engine picks at m <= 16 (a tie on arch and M range goes to the first registered):
@@ -476,6 +477,7 @@ qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
             .eligible = s->elig,
             .n_tensor_maps = s->maps ? NP(MAPS_W8A8) : 0,
             .tensor_maps = s->maps ? MAPS_W8A8 : NULL,
+            .act_recipe = s->recipe, /* the static quantizer reads w.act_scale: no recipe the core fuses */
         };
         qc_status st = api->register_kernel(host, &kd);
         if (st != QC_OK) return st;

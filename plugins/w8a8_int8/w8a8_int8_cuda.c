@@ -799,6 +799,7 @@ qc_status i8_cuda_register(const qc_host_api *api, qc_host *host, const i8_gpu_r
         .cuda_entry = "qc_i8_quant_act",
         .launch_dims = quant_dims,
         .eligible = el_quant,
+        .act_recipe = QC_ACT_RECIPE_INT8_TOKEN, /* the engine may fuse it (plugin.h) */
     };
     if ((st = api->register_kernel(host, &q)) != QC_OK) return st;
     q.id = "w8a8_int8.quant_act_smooth";
@@ -807,5 +808,6 @@ qc_status i8_cuda_register(const qc_host_api *api, qc_host *host, const i8_gpu_r
     q.reference = refs->quant_act_smooth;
     q.cuda_entry = "qc_i8_quant_act_smooth";
     q.eligible = el_quant_smooth;
+    q.act_recipe = NULL; /* divides by w.smooth first: not a recipe the core implements */
     return api->register_kernel(host, &q);
 }

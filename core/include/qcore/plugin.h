@@ -256,7 +256,29 @@ typedef struct qc_kernel_desc {
      * 0 / NULL: none. */
     uint32_t n_tensor_maps;
     const qc_tensor_map_spec *tensor_maps; /* [n_tensor_maps], plugin-owned, static */
+    /* ---- appended for fused activation quantization (read only when struct_size covers it) ---- */
+    /* An activation quantizer (a kernel with "x.bf16" in and "xq", "xs" out,
+     * no "y") may state the recipe it implements, by one of the names below;
+     * the GPU engine then may write "xq" and "xs" from the kernel that
+     * produces x (add+RMSNorm, SwiGLU) instead of launching the quantizer.
+     * It fuses only recipes it implements, for quantizers whose params are
+     * exactly x.bf16, xq, xs, m, k, and the codes and scales are then bit
+     * for bit the quantizer's own on the same bf16 values.  NULL or another
+     * name: never fused (the quantizer runs).  Plugin-owned, static.
+     *   QC_ACT_RECIPE_E4M3_TOKEN  xs[m] f32: s = amax|x row| / 448 (IEEE
+     *       f32 division, NaN ignored by the max; 1 when not > 0); xq[m][k]
+     *       = E4M3 (OCP fn) of x / s (IEEE division), nearest even,
+     *       saturating to +-448, NaN -> 0x7F;
+     *   QC_ACT_RECIPE_E4M3_G128   the same per group of 128 consecutive k
+     *       (the last may be shorter): xs[m][ceil(k / 128)];
+     *   QC_ACT_RECIPE_INT8_TOKEN  xs[m] f32: sx = amax|x row| / 127 (IEEE;
+     *       1 when not > 0); xq = rint(clamp(x / sx, -127, 127)) (nearest
+     *       even); a row with NaN or infinity: codes 0 and xs = NaN. */
+    const char *act_recipe;
 } qc_kernel_desc;
+#define QC_ACT_RECIPE_E4M3_TOKEN "e4m3.token"
+#define QC_ACT_RECIPE_E4M3_G128 "e4m3.group128"
+#define QC_ACT_RECIPE_INT8_TOKEN "int8.token"
 
 /* ---- formats ------------------------------------------------------------ */
 
