@@ -41,7 +41,7 @@
  * 6..8 and the sign at 15: the bf16 bits of the E2M1 value times 2^-126
  * (code 1 a bf16 subnormal, which fma.rn.bf16x2 keeps); one bf16x2 fma by
  * (2^126, 2^126) with -0 added makes it the exact E2M1 value, sign of zero
- * kept.  Per word: 1 shift, 4 x (and, imad, and), 4 bf16x2 fma.  (A byte_perm
+ * kept.  Per word: 1 shift, 4 x (and, imad, and), 4 bf16x2 fma = 17.  (A byte_perm
  * table of 2|v| in {0,1,2,3,4,6,8,12} as 0x4300 | m needs the 3 magnitude
  * bits masked out of the selector, since prmt reads selector bit 3 as its
  * sign-replicate mode, a pair-building permute and a sign xor per pair: more
@@ -55,8 +55,9 @@
  * total, so only the f32 summation order differs from the reference.  The
  * scale's f32 bits are e << 23 for e in 1..254 (a shift and a mask per
  * block); e = 0 (2^-127, an f32 subnormal) and e = 255 (NaN) are found per
- * chunk by a byte test on the scale words and then fixed in a branch the
- * warp takes together (never, for a real model's weights).
+ * chunk by a byte test on the scale words, and a warp vote then runs the
+ * chunk through a second copy of its code with the exact conversion (never,
+ * for a real model's weights; a branch inside one copy was predicated).
  *
  * Work, as w4a16.gemv_frag_sym: a warp owns R = 1 or 2 tiles of 16 rows (R
  * = 2 only at NB = 1) and a contiguous slice of the k / 128 chunks (64
@@ -67,7 +68,13 @@
  * chunk is computed; x is read where it is used (L1).  The host plans R and
  * KS (mxf_plan_of); the device reads KS from blockDim and R from gridDim (R
  * = 1 iff 16 gridDim >= n).  Rows past n are read clamped to n - 1 and not
- * stored; tokens past m are zero columns and not stored.  Called anyway
+ * stored; tokens past m are zero columns and not stored.  The four variants
+ * (R = 2 at m <= 4; R = 1 at NB = 1, 2, 4) are __noinline__ functions, each
+ * allocated on its own: inlined together, ptxas spilled at 128 registers.
+ * sm_80's ptxas still spilled the NB = 4 loop, so it keeps one register
+ * stage there.  SASS of the common path for sm_90a (test_mxfp4_frag_unit):
+ * about 100 instructions per 16 bytes of codes a lane at m <= 4, 147 at m
+ * <= 8, 204 above (w4a16's decode is 11 per 8 weights, this one 17).  Called anyway
  * with k % 128 != 0, m > 16 or misaligned pointers, the kernel writes NaN
  * to every output, as mxfp4.gemv does.
  */
