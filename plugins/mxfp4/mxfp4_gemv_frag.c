@@ -74,9 +74,9 @@
  * sm_80's ptxas still spilled the NB = 4 loop, so it keeps one register
  * stage there.  SASS of the common path for sm_90a (test_mxfp4_frag_unit):
  * about 100 instructions per 16 bytes of codes a lane at m <= 4, 147 at m
- * <= 8, 204 above (w4a16's decode is 11 per 8 weights, this one 17).  Called anyway
- * with k % 128 != 0, m > 16 or misaligned pointers, the kernel writes NaN
- * to every output, as mxfp4.gemv does.
+ * <= 8, 204 above (w4a16's decode is 11 per 8 weights, this one 17).
+ * Called anyway with k % 128 != 0, m > 16 or misaligned pointers, the
+ * kernel writes NaN to every output, as mxfp4.gemv does.
  */
 
 #define MXF_MAX_KS 16
