@@ -605,7 +605,10 @@ qc_status mxfp4_cuda_register(const qc_host_api *api, qc_host *host, void (*bx_r
     qc_kernel_desc b100 = gemv;
     b100.id = "mxfp4.gemv_sm100";
     b100.arch = (qc_arch_range){100, 100};
-    qc_status st = api->register_kernel(host, &gemv);
+    /* mxfp4.gemv_frag first: the engine takes the first eligible kernel, and it is the faster decode GEMV where
+     * k % 128 == 0; mxfp4.gemv is the fallback */
+    qc_status st = mxfp4_frag_register(api, host, bx_ref);
+    if (st == QC_OK) st = api->register_kernel(host, &gemv);
     if (st == QC_OK) st = api->register_kernel(host, &mma);
     if (st == QC_OK) st = api->register_kernel(host, &b100);
     return st;

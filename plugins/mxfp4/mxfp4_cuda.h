@@ -10,4 +10,8 @@
  * reference `bx_ref` (x as bf16 bits). */
 qc_status mxfp4_cuda_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void));
 
+/* Register "mxfp4.gemv_frag" (m 1..16, k % 128 == 0, sm_80+; mxfp4_gemv_frag.c), called by
+ * mxfp4_cuda_register before mxfp4.gemv so that the engine prefers it. */
+qc_status mxfp4_frag_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void));
+
 #endif

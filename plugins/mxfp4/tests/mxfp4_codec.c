@@ -11,6 +11,7 @@
  *   mxfp4_codec quantize   N K in.f32 out.qweight out.scales
  *   mxfp4_codec dequantize N K in.qweight in.scales out.f32
  *   mxfp4_codec source KERNEL-ID          (the kernel's CUDA source on stdout, for the host emulation test)
+ *   mxfp4_codec dims KERNEL-ID M N K      (its launch: "grid block shared_bytes", for the host emulation test)
  * Exit 0 on success, 2 when the plugin refuses (reason on stderr), 1 on other errors. */
 
 static void *read_all(const char *path, size_t want) {
@@ -49,8 +50,30 @@ static int print_source(const char *id) {
     return rc;
 }
 
+/* The launch geometry the kernel's launch_dims gives for m, n, k (grid.x, block.x, dynamic shared bytes). */
+static int print_dims(const char *id, int64_t m, int64_t n, int64_t k) {
+    char err[512];
+    qc_runtime_options o = {.struct_size = sizeof o, .plugin_path = QC_TEST_PLUGIN_DIR, .skip_default_dirs = 1,
+                            .skip_env = 1};
+    qc_runtime *rt = qc_runtime_open(&o, err, sizeof err);
+    const qc_kernel_desc *kd = rt ? qc_kernel_find(rt, id) : NULL;
+    int rc = 1;
+    if (kd && kd->launch_dims) {
+        qc_problem p = {.struct_size = sizeof p, .sm = 90, .m = m, .n = n, .k = k, .group_size = 32};
+        qc_launch_dims d;
+        kd->launch_dims(&p, &d);
+        rc = printf("%u %u %u\n", d.grid[0], d.block[0], d.shared_bytes) > 0 ? 0 : 1;
+    } else {
+        fprintf(stderr, "%s: %s\n", id, rt ? "no such kernel with launch_dims" : err);
+    }
+    qc_runtime_close(rt);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "source") == 0) return print_source(argv[2]);
+    if (argc == 6 && strcmp(argv[1], "dims") == 0)
+        return print_dims(argv[2], strtoll(argv[3], NULL, 10), strtoll(argv[4], NULL, 10), strtoll(argv[5], NULL, 10));
     if (argc != 7) {
         fprintf(stderr, "usage: mxfp4_codec quantize|dequantize N K file file file\n");
         return 1;

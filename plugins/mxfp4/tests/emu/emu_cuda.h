@@ -24,7 +24,7 @@ dim3 gridDim, blockDim;
 #define __forceinline__ inline
 #define __global__
 #define __shared__ static
-#define __launch_bounds__(a, b)
+#define __launch_bounds__(...)
 #define __align__(a)
 template <class T> static inline T __ldg(const T *p) { return *p; }
 static inline unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
