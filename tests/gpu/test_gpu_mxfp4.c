@@ -315,72 +315,74 @@ int main(int argc, char **argv) {
         const char *gemv = sm == 100 ? "mxfp4.gemv_sm100" : "mxfp4.gemv";
         double t0 = qc_now_seconds();
         if (c.f) {
-            /* decode GEMV: every m bucket, odd n (rows past n), k tails of the chunk loop (nb not a
-             * multiple of 16 or 8), the smallest k, tiny and NaN scales, k off the block */
-            static const int64_t gk[] = {32, 96, 544, 4096, 1056, 14336};
-            for (int64_t m = 1; m <= 16; m++) run_case(&c, gemv, m, m % 3 ? 264 : 77, gk[m % 6], W_NORMAL, 0);
-            run_case(&c, gemv, 1, 1, 32, W_NORMAL, 0);
-            run_case(&c, gemv, 3, 4097, 2080, W_NORMAL, 0);
-            run_case(&c, gemv, 16, 999, 4128, W_NORMAL, 0);
-            run_case(&c, gemv, 1, 128, 512, W_TINY, 0);
-            run_case(&c, gemv, 9, 96, 1024, W_TINY, 0);
-            run_case(&c, gemv, 2, 64, 1024, W_NANBLK, 0);
-            run_case(&c, gemv, 12, 64, 1024, W_NANBLK, 0);
-            run_case(&c, gemv, 2, 64, 100, W_NORMAL, 0);
-            run_case(&c, gemv, 1, 64, 512, W_SUBN, 0);
-            /* scale bytes above 128 (the second multiply), mixed with normal rows in one warp */
-            run_case(&c, gemv, 1, 96, 1056, W_HUGE, 0);
-            run_case(&c, gemv, 6, 48, 4096, W_HUGE, 0);
-            run_case(&c, gemv, 16, 40, 544, W_HUGE, 0);
-            /* the T = 2 plan (m > 8, n >= 16384) with an n and a k tail */
-            run_case(&c, gemv, 11, 16392, 96, W_NORMAL, 0);
-            /* every m on a decode shape (sampled) */
-            for (int64_t m = 1; m <= 16; m++) run_case(&c, gemv, m, 4096, 4096, W_NORMAL, 0);
-            /* mxfp4.gemv_frag (k % 128 == 0): every m on odd tile counts and n % 16 != 0 (the C reference in full),
-             * K splits with ragged ends (plan-chosen and forced, warps without chunks), forced 32-row blocks, tiny,
-             * NaN, zero and huge scale bytes, every m on a decode shape (sampled) */
-            static const char frag[] = "mxfp4.gemv_frag";
-            static const int64_t fk[] = {128, 384, 1152, 4096, 640, 14336};
-            for (int64_t m = 1; m <= 16; m++) run_case(&c, frag, m, m % 3 ? 264 : 77, fk[m % 6], W_NORMAL, 0);
-            run_case(&c, frag, 1, 1, 128, W_NORMAL, 0);
-            run_case(&c, frag, 5, 40, 1152, W_NORMAL, 0);
-            run_case(&c, frag, 3, 4097, 2176, W_NORMAL, 0);
-            run_case(&c, frag, 16, 999, 4224, W_NORMAL, 0);
-            run_case(&c, frag, 1, 128, 512, W_TINY, 0);
-            run_case(&c, frag, 9, 96, 1024, W_TINY, 0);
-            run_case(&c, frag, 2, 64, 1024, W_NANBLK, 0);
-            run_case(&c, frag, 12, 64, 1024, W_NANBLK, 0);
-            run_case(&c, frag, 1, 64, 512, W_SUBN, 0);
-            run_case(&c, frag, 1, 96, 1152, W_HUGE, 0);
-            run_case(&c, frag, 6, 48, 4096, W_HUGE, 0);
-            run_case(&c, frag, 16, 40, 640, W_HUGE, 0);
-            static const struct {
-                const char *r, *ks;
-                int64_t m, n, k;
-            } forced[] = {{"2", "3", 1, 264, 1152}, {"2", "5", 4, 77, 896}, {"2", "4", 7, 40, 640},
-                          {"1", "7", 9, 24, 2176}, {"2", "16", 16, 264, 1152}, {"1", "16", 2, 72, 14336}};
-            for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) {
-                setenv("QC_MXF_R", forced[i].r, 1);
-                setenv("QC_MXF_KS", forced[i].ks, 1);
-                printf("  (%s with QC_MXF_R=%s QC_MXF_KS=%s)\n", frag, forced[i].r, forced[i].ks);
-                run_case(&c, frag, forced[i].m, forced[i].n, forced[i].k, W_NORMAL, 0);
-                unsetenv("QC_MXF_R");
-                unsetenv("QC_MXF_KS");
+            if (!getenv("QC_MXF_TIMING_ONLY")) { /* timing runs on the device: the timed shapes are checked anyway */
+                /* decode GEMV: every m bucket, odd n (rows past n), k tails of the chunk loop (nb not a
+                 * multiple of 16 or 8), the smallest k, tiny and NaN scales, k off the block */
+                static const int64_t gk[] = {32, 96, 544, 4096, 1056, 14336};
+                for (int64_t m = 1; m <= 16; m++) run_case(&c, gemv, m, m % 3 ? 264 : 77, gk[m % 6], W_NORMAL, 0);
+                run_case(&c, gemv, 1, 1, 32, W_NORMAL, 0);
+                run_case(&c, gemv, 3, 4097, 2080, W_NORMAL, 0);
+                run_case(&c, gemv, 16, 999, 4128, W_NORMAL, 0);
+                run_case(&c, gemv, 1, 128, 512, W_TINY, 0);
+                run_case(&c, gemv, 9, 96, 1024, W_TINY, 0);
+                run_case(&c, gemv, 2, 64, 1024, W_NANBLK, 0);
+                run_case(&c, gemv, 12, 64, 1024, W_NANBLK, 0);
+                run_case(&c, gemv, 2, 64, 100, W_NORMAL, 0);
+                run_case(&c, gemv, 1, 64, 512, W_SUBN, 0);
+                /* scale bytes above 128 (the second multiply), mixed with normal rows in one warp */
+                run_case(&c, gemv, 1, 96, 1056, W_HUGE, 0);
+                run_case(&c, gemv, 6, 48, 4096, W_HUGE, 0);
+                run_case(&c, gemv, 16, 40, 544, W_HUGE, 0);
+                /* the T = 2 plan (m > 8, n >= 16384) with an n and a k tail */
+                run_case(&c, gemv, 11, 16392, 96, W_NORMAL, 0);
+                /* every m on a decode shape (sampled) */
+                for (int64_t m = 1; m <= 16; m++) run_case(&c, gemv, m, 4096, 4096, W_NORMAL, 0);
+                /* mxfp4.gemv_frag (k % 128 == 0): every m on odd tile counts and n % 16 != 0 (the C reference in full),
+                 * K splits with ragged ends (plan-chosen and forced, warps without chunks), forced 32-row blocks, tiny,
+                 * NaN, zero and huge scale bytes, every m on a decode shape (sampled) */
+                static const char frag[] = "mxfp4.gemv_frag";
+                static const int64_t fk[] = {128, 384, 1152, 4096, 640, 14336};
+                for (int64_t m = 1; m <= 16; m++) run_case(&c, frag, m, m % 3 ? 264 : 77, fk[m % 6], W_NORMAL, 0);
+                run_case(&c, frag, 1, 1, 128, W_NORMAL, 0);
+                run_case(&c, frag, 5, 40, 1152, W_NORMAL, 0);
+                run_case(&c, frag, 3, 4097, 2176, W_NORMAL, 0);
+                run_case(&c, frag, 16, 999, 4224, W_NORMAL, 0);
+                run_case(&c, frag, 1, 128, 512, W_TINY, 0);
+                run_case(&c, frag, 9, 96, 1024, W_TINY, 0);
+                run_case(&c, frag, 2, 64, 1024, W_NANBLK, 0);
+                run_case(&c, frag, 12, 64, 1024, W_NANBLK, 0);
+                run_case(&c, frag, 1, 64, 512, W_SUBN, 0);
+                run_case(&c, frag, 1, 96, 1152, W_HUGE, 0);
+                run_case(&c, frag, 6, 48, 4096, W_HUGE, 0);
+                run_case(&c, frag, 16, 40, 640, W_HUGE, 0);
+                static const struct {
+                    const char *r, *ks;
+                    int64_t m, n, k;
+                } forced[] = {{"2", "3", 1, 264, 1152}, {"2", "5", 4, 77, 896}, {"2", "4", 7, 40, 640},
+                              {"1", "7", 9, 24, 2176}, {"2", "16", 16, 264, 1152}, {"1", "16", 2, 72, 14336}};
+                for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) {
+                    setenv("QC_MXF_R", forced[i].r, 1);
+                    setenv("QC_MXF_KS", forced[i].ks, 1);
+                    printf("  (%s with QC_MXF_R=%s QC_MXF_KS=%s)\n", frag, forced[i].r, forced[i].ks);
+                    run_case(&c, frag, forced[i].m, forced[i].n, forced[i].k, W_NORMAL, 0);
+                    unsetenv("QC_MXF_R");
+                    unsetenv("QC_MXF_KS");
+                }
+                for (int64_t m = 1; m <= 16; m++) run_case(&c, frag, m, 4096, 4096, W_NORMAL, 0);
+                /* prefill GEMM: m tails, n tails (odd n), k % 64 == 32, tiny and NaN scales */
+                run_case(&c, "mxfp4.linear_mma", 17, 136, 64, W_NORMAL, 0);
+                run_case(&c, "mxfp4.linear_mma", 100, 77, 96, W_NORMAL, 0);
+                run_case(&c, "mxfp4.linear_mma", 129, 264, 1056, W_NORMAL, 0);
+                run_case(&c, "mxfp4.linear_mma", 300, 1001, 2048, W_NORMAL, 0);
+                run_case(&c, "mxfp4.linear_mma", 33, 128, 32, W_NORMAL, 0);
+                run_case(&c, "mxfp4.linear_mma", 64, 256, 512, W_TINY, 0);
+                run_case(&c, "mxfp4.linear_mma", 64, 256, 512, W_NANBLK, 0);
+                run_case(&c, "mxfp4.linear_mma", 64, 256, 512, W_HUGE, 0);
+                run_case(&c, "mxfp4.linear_mma", 40, 64, 100, W_NORMAL, 0);
+                run_case(&c, "mxfp4.linear_mma", 32, 64, 512, W_SUBN, 0);
+                run_case(&c, "mxfp4.linear_mma", 1000, 4096, 4096, W_NORMAL, 0);
+                run_case(&c, "mxfp4.linear_mma", 4096, 512, 1024, W_NORMAL, 0);
             }
-            for (int64_t m = 1; m <= 16; m++) run_case(&c, frag, m, 4096, 4096, W_NORMAL, 0);
-            /* prefill GEMM: m tails, n tails (odd n), k % 64 == 32, tiny and NaN scales */
-            run_case(&c, "mxfp4.linear_mma", 17, 136, 64, W_NORMAL, 0);
-            run_case(&c, "mxfp4.linear_mma", 100, 77, 96, W_NORMAL, 0);
-            run_case(&c, "mxfp4.linear_mma", 129, 264, 1056, W_NORMAL, 0);
-            run_case(&c, "mxfp4.linear_mma", 300, 1001, 2048, W_NORMAL, 0);
-            run_case(&c, "mxfp4.linear_mma", 33, 128, 32, W_NORMAL, 0);
-            run_case(&c, "mxfp4.linear_mma", 64, 256, 512, W_TINY, 0);
-            run_case(&c, "mxfp4.linear_mma", 64, 256, 512, W_NANBLK, 0);
-            run_case(&c, "mxfp4.linear_mma", 64, 256, 512, W_HUGE, 0);
-            run_case(&c, "mxfp4.linear_mma", 40, 64, 100, W_NORMAL, 0);
-            run_case(&c, "mxfp4.linear_mma", 32, 64, 512, W_SUBN, 0);
-            run_case(&c, "mxfp4.linear_mma", 1000, 4096, 4096, W_NORMAL, 0);
-            run_case(&c, "mxfp4.linear_mma", 4096, 512, 1024, W_NORMAL, 0);
             printf("%s: correctness cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             if (!quick) {
                 measure_copy(&c);

@@ -50,7 +50,8 @@ static void descriptors(qc_runtime *rt) {
             for (uint32_t sm = 80; sm <= 90; sm += 10) {
                 qc_problem p = prob(sm, m, shapes[i][0], shapes[i][1]);
                 const qc_kernel_desc *sel = NULL;
-                CHECK(qc_select_format(rt, f, &p, 1, &sel, &why) && sel == k, "sm_%u m=%lld %lldx%lld chose %s",
+                /* registered behind mxfp4.gemv (not yet timed on a GPU): the format picks mxfp4.gemv */
+                CHECK(qc_select_format(rt, f, &p, 1, &sel, &why) && sel == gv, "sm_%u m=%lld %lldx%lld chose %s",
                       sm, (long long)m, (long long)p.n, (long long)p.k, sel ? sel->id : why.text);
             }
     expect_refused(k, f, prob(90, 1, 4096, 4160), "align_k"); /* k % 32 == 0, not % 128 */
