@@ -369,6 +369,12 @@ static qc_status linear_pick(qc_engine *e, eng_linear *L, int64_t m, eng_linear 
 /* Whether a choice's kernels read x as f32 ("x"): else the producing kernel skips that copy. */
 static int reads_f32(const eng_choice *c) { return has_param(c->k, "x") || (c->quant && has_param(c->quant, "x")); }
 
+/* QC_FUSE_QUANT=0: every W8A8 linear runs its format's quantizer on its own (A/B checks) */
+static int fuse_quant_env(void) {
+    const char *fq = getenv("QC_FUSE_QUANT");
+    return !(fq && strcmp(fq, "0") == 0);
+}
+
 /* Whether the kernel producing x writes this choice's xq/xs (fused). */
 static int fused(const qc_engine *e, const eng_choice *c) { return e->fuse_quant && c->quant && c->fuse; }
 
@@ -897,7 +903,8 @@ static int plan_resident(void *ctx, size_t li, const qc_format_desc *f) {
 }
 
 /* Time `f` on a synthetic [n, k] weight at each m: the kernel linear_run
- * would pick (and the activation quantizer before it, when it takes one),
+ * would pick (and the activation quantizer before it, when it takes one and
+ * the engine does not fuse it into the kernel producing x),
  * one warm-up launch, then REPS launches, each between two CUDA events
  * after a memset that evicts the weights from L2 (a model's step reads
  * them from HBM; back-to-back launches found an 8 MB weight in L2 and
@@ -931,6 +938,8 @@ static qc_status plan_timer(void *ctx, const qc_format_desc *f, int64_t n, int64
     if (st == QC_OK) st = qc_gpu_memset32(e->g, x.ptr, 0x3f800000u, (size_t)(mmax * k), err, errlen);
     if (st == QC_OK) st = qc_gpu_memset32(e->g, xb.ptr, 0x3f803f80u, (size_t)(mmax * k) / 2, err, errlen);
     if (st == QC_OK) st = qc_gpu_memset32(e->g, xs.ptr, 0x3f800000u, xs_bytes / 4, err, errlen);
+    /* codes 0x38: 1.0 in E4M3, 56 in INT8 (a fused quantizer's GEMM reads them as written) */
+    if (st == QC_OK) st = qc_gpu_memset32(e->g, xq.ptr, 0x38383838u, (size_t)(mmax * k) / 4, err, errlen);
     if (st == QC_OK) st = qc_gpu_event_create(e->g, &ev0, err, errlen);
     if (st == QC_OK) st = qc_gpu_event_create(e->g, &ev1, err, errlen);
     e->d_xq.ptr = xq.ptr, e->d_xs.ptr = xs.ptr;
@@ -944,13 +953,17 @@ static qc_status plan_timer(void *ctx, const qc_format_desc *f, int64_t n, int64
             qc_reason_set(&why[i], e->choose_code, "%s", cerr);
             continue;
         }
-        snprintf(kid[i], sizeof kid[0], "%s%s%s", c->quant ? c->quant->id : "", c->quant ? "+" : "", c->k->id);
-        st = linear_run(e, &T, x.ptr, xb.ptr, y.ptr, ms[i], err, errlen);
+        /* a fused quantizer runs inside the kernel that produces x, which a step runs for every format: the
+         * format then adds its GEMM alone (xq/xs hold valid codes and scales of 1) */
+        const int pre = fused(e, c);
+        snprintf(kid[i], sizeof kid[0], "%s%s%s", c->quant ? c->quant->id : "", !c->quant ? "" : pre ? "(fused)+" : "+",
+                 c->k->id);
+        st = linear_exec(e, &T, c, x.ptr, xb.ptr, y.ptr, ms[i], pre, err, errlen);
         float rep_ms[TIMING_REPS];
         for (int r = 0; r < TIMING_REPS && st == QC_OK; r++) {
             st = qc_gpu_memset32(e->g, flush.ptr, (uint32_t)r, TIMING_FLUSH_BYTES / 4, err, errlen);
             if (st == QC_OK) st = qc_gpu_event_record(e->g, ev0, err, errlen);
-            if (st == QC_OK) st = linear_run(e, &T, x.ptr, xb.ptr, y.ptr, ms[i], err, errlen);
+            if (st == QC_OK) st = linear_exec(e, &T, c, x.ptr, xb.ptr, y.ptr, ms[i], pre, err, errlen);
             if (st == QC_OK) st = qc_gpu_event_record(e->g, ev1, err, errlen);
             if (st == QC_OK) st = qc_gpu_event_elapsed(e->g, ev0, ev1, &rep_ms[r], err, errlen);
         }
@@ -1374,8 +1387,7 @@ qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_en
     e->kv_dim = (int64_t)s->n_kv_heads * s->head_dim;
     e->qkv_n = e->q_dim + 2 * e->kv_dim;
     e->use_graphs = o->graphs;
-    const char *fq = getenv("QC_FUSE_QUANT"); /* 0: every W8A8 linear runs its format's quantizer (A/B checks) */
-    e->fuse_quant = !(fq && strcmp(fq, "0") == 0);
+    e->fuse_quant = fuse_quant_env();
     e->rope_halves = o->model ? o->model->rope == QC_ROPE_HALVES : 1;
     e->kv_elem = 2;
     const char *ids[K_COUNT];
@@ -1472,6 +1484,7 @@ struct qc_eplan *qc_engine_plan_only(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, co
     e->rt = rt, e->g = g, e->nv = nv, e->s = *o->shape;
     e->fmt = qc_format_find(rt, "bf16");
     e->sm = qc_gpu_get_info(g)->sm;
+    e->fuse_quant = fuse_quant_env(); /* the timings count what a step runs */
     e->max_seqs = o->max_seqs > 0 ? o->max_seqs : 64;
     e->max_step = o->max_step_tokens > 0 ? o->max_step_tokens : 2048;
     if (e->max_step < e->max_seqs) e->max_step = e->max_seqs;

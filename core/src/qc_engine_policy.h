@@ -23,7 +23,7 @@ typedef struct qc_eplan qc_eplan;
 
 /* How the engine's timer measures (part of the disk cache's key): weights stream from HBM as in a
  * model's step, so L2 is flushed before each launch; the median of the launches counts. */
-#define QC_EPLAN_TIMING_METHOD "L2 flushed before each of 5 launches, median"
+#define QC_EPLAN_TIMING_METHOD "L2 flushed before each of 5 launches, median; fused quantizers not counted"
 
 /* Times `f`'s kernel (the one the engine picks for each m) on an [n, k]
  * weight: us[i] for ms[i], or us[i] < 0 with why[i] saying why nothing ran
