@@ -231,25 +231,8 @@ static void compiles(qc_runtime *rt) {
             qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, o, sm, sm >= 90, &c, &why);
             CHECK(st == QC_OK, "%s for sm_%d: %s: %s", k->id, sm, why.code, why.text);
             if (st != QC_OK) continue;
-            char lpath[1200];
-            snprintf(lpath, sizeof lpath, "%s/%s.log", tmp, c.key);
-            char *log = nv_slurp(lpath, NULL);
-            int regs = -1, spills = 0, in_entry = 0;
-            for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n")) {
-                /* the report covers every entry of the source: read this one's lines */
-                if (strstr(line, "Compiling entry function")) in_entry = strstr(line, k->cuda_entry) != NULL;
-                if (strstr(line, "Function properties for")) in_entry = strstr(line, k->cuda_entry) != NULL;
-                if (!in_entry) continue;
-                const char *r = strstr(line, "Used ");
-                if (r && strstr(line, "registers")) regs = atoi(r + 5);
-                const char *sp = strstr(line, "bytes spill stores");
-                if (sp) {
-                    const char *b = sp;
-                    while (b > line && b[-1] == ' ') b--;
-                    while (b > line && b[-1] >= '0' && b[-1] <= '9') b--;
-                    spills += atoi(b);
-                }
-            }
+            int regs, spills;
+            char *log = nv_ptxas_report(tmp, &c, k->cuda_entry, NULL, &regs, &spills);
             printf("%s: %-24s %-8s %3d registers, %d B spilled, %.1f s\n", TEST, k->id, c.target, regs, spills,
                    qc_now_seconds() - t0);
             CHECK(regs > 0 && regs <= 64, "%s sm_%d: %d registers (launch bound 1024 allows 64)", k->id, sm, regs);

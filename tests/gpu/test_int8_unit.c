@@ -194,22 +194,10 @@ static void compiles(qc_runtime *rt) {
             qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, opts, sm, sm >= 90, &c, &why);
             CHECK(st == QC_OK, "%s for sm_%d: %s: %s", k->id, sm, why.code, why.text);
             if (st != QC_OK) continue;
-            char lpath[1200];
-            snprintf(lpath, sizeof lpath, "%s/%s.log", tmp, c.key);
-            char *log = nv_slurp(lpath, NULL);
-            int regs = -1, spills = 0;
-            for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n")) {
-                const char *r = strstr(line, "Used ");
-                if (r && strstr(line, "registers")) regs = atoi(r + 5);
-                const char *sp = strstr(line, "bytes spill stores");
-                if (sp) {
-                    const char *b = sp;
-                    while (b > line && b[-1] == ' ') b--;
-                    while (b > line && b[-1] >= '0' && b[-1] <= '9') b--;
-                    spills += atoi(b);
-                }
-                CHECK(!strstr(line, "C7508") && !strstr(line, "C7510"), "%s sm_%d: ptxas: %s", k->id, sm, line);
-            }
+            int regs, spills;
+            char *log = nv_ptxas_report(tmp, &c, NULL, NULL, &regs, &spills);
+            CHECK(!log || (!strstr(log, "C7508") && !strstr(log, "C7510")), "%s sm_%d: ptxas ignored setmaxnreg or "
+                  "serialized wgmma: %s", k->id, sm, log);
             printf("%s: %-28s %-8s %6zu B cubin, %3d registers, %d B spilled, %.1f s\n", TEST, k->id, c.target,
                    c.size, regs, spills, qc_now_seconds() - t0);
             CHECK(regs > 0, "%s sm_%d: no register count in the ptxas report", k->id, sm);

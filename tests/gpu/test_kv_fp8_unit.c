@@ -261,21 +261,8 @@ static void compiles(qc_runtime *rt) {
             qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, opts, sm, sm >= 90, &c, &why);
             CHECK(st == QC_OK, "%s %s for sm_%d: %s: %s", k->id, vname, sm, why.code, why.text);
             if (st != QC_OK) continue;
-            char lpath[1200];
-            snprintf(lpath, sizeof lpath, "%s/%s.log", tmp, c.key);
-            char *log = nv_slurp(lpath, NULL);
-            int regs = -1, spill = 0;
-            for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n")) {
-                const char *r = strstr(line, "Used ");
-                if (r && strstr(line, "registers")) regs = atoi(r + 5);
-                const char *sp = strstr(line, "bytes spill stores");
-                if (sp) {
-                    const char *b = sp;
-                    while (b > line && b[-1] == ' ') b--;
-                    while (b > line && b[-1] >= '0' && b[-1] <= '9') b--;
-                    spill += atoi(b);
-                }
-            }
+            int regs, spill;
+            char *log = nv_ptxas_report(tmp, &c, NULL, NULL, &regs, &spill);
             printf("%s: %-26s %-32s %-7s %5.1f s, cubin %7zu B, %d registers, %d B spilled\n", TEST, k->id,
                    vname, c.target, qc_now_seconds() - t0, c.size, regs, spill);
             CHECK(regs > 0 && spill == 0, "%s %s for %s: %d registers, %d bytes spilled", k->id, vname, c.target,

@@ -317,25 +317,10 @@ static void compiles(qc_runtime *rt) {
         CHECK(st == QC_OK, "%s for sm_%d%s: %s: %s", k->id, sm, t ? "a" : "", why.code, why.text);
         if (st != QC_OK) continue;
         printf("%s: %s for %s in %.1f s, cubin %zu bytes\n", TEST, k->id, c.target, qc_now_seconds() - t0, c.size);
-        char lpath[1200];
-        snprintf(lpath, sizeof lpath, "%s/%s.log", tmp, c.key);
-        char *log = nv_slurp(lpath, NULL);
-        CHECK(log != NULL, "no NVRTC log at %s", lpath);
-        int regs = -1;
-        for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n")) {
-            if (strstr(line, "registers") || strstr(line, "spill") || strstr(line, "stack frame")) {
-                printf("%s: ptxas %s: %s\n", TEST, c.target, line);
-                const char *r = strstr(line, "Used ");
-                if (r && strstr(line, "registers")) regs = atoi(r + 5);
-            }
-            const char *sp = strstr(line, "bytes spill stores");
-            if (sp) {
-                const char *b = sp;
-                while (b > line && b[-1] == ' ') b--;
-                while (b > line && b[-1] >= '0' && b[-1] <= '9') b--;
-                CHECK(atoi(b) == 0, "%s register spills: %s", c.target, line);
-            }
-        }
+        int regs, spill;
+        char *log = nv_ptxas_report(tmp, &c, NULL, TEST, &regs, &spill);
+        CHECK(log != NULL, "no NVRTC log for %s", c.target);
+        CHECK(spill == 0, "%s register spills: %d bytes", c.target, spill);
         /* 512 threads a block (K split 16) must fit the register file */
         CHECK(regs > 0 && regs <= 128, "%s: %d registers (512-thread blocks need <= 128)", c.target, regs);
         free(log);

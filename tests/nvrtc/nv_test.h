@@ -1,4 +1,4 @@
-/* nv_test.h - helpers shared by the NVRTC tests: temporary folders, files, and the skip-or-require rule. */
+/* nv_test.h - helpers shared by the NVRTC tests: temporary folders, files, ptxas reports, and the skip-or-require rule. */
 #ifndef NV_TEST_H
 #define NV_TEST_H
 
@@ -70,6 +70,44 @@ static inline int nv_write(const char *path, const void *data, size_t len) {
     if (!f) return -1;
     int ok = fwrite(data, 1, len, f) == len;
     return (fclose(f) == 0 && ok) ? 0 : -1;
+}
+
+/* ptxas's -v report of one NVRTC build, from the log NVRTC keeps beside its cache entry (dir/key.log): the last
+ * "Used N registers" and the summed "N bytes spill stores" of the function `entry` (NULL: of every function in
+ * the log), each -1 / 0 when absent; `print` (may be NULL) prefixes each register, spill or stack line it prints.
+ * Returns the log for further checks (the caller frees it), NULL when there is none. */
+static inline char *nv_ptxas_report(const char *dir, const qc_cubin *c, const char *entry, const char *print,
+                                    int *regs, int *spill) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s.log", dir, c->key);
+    char *log = nv_slurp(path, NULL);
+    *regs = -1, *spill = 0;
+    if (!log) return NULL;
+    size_t len = strlen(log);
+    char *copy = malloc(len + 1), *next = NULL;
+    if (copy) memcpy(copy, log, len + 1);
+    int in_entry = entry == NULL;
+    for (char *line = copy; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        /* the report covers every entry of the source: "Compiling entry function 'e'", then its properties */
+        if (entry && (strstr(line, "Compiling entry function") || strstr(line, "Function properties for")))
+            in_entry = strstr(line, entry) != NULL;
+        if (!in_entry) continue;
+        if (print && (strstr(line, "registers") || strstr(line, "spill") || strstr(line, "stack frame")))
+            printf("%s: ptxas %s: %s\n", print, c->target, line);
+        const char *r = strstr(line, "Used ");
+        if (r && strstr(line, "registers")) *regs = atoi(r + 5);
+        const char *sp = strstr(line, "bytes spill stores");
+        if (sp) {
+            const char *b = sp;
+            while (b > line && b[-1] == ' ') b--;
+            while (b > line && b[-1] >= '0' && b[-1] <= '9') b--;
+            *spill += atoi(b);
+        }
+    }
+    free(copy);
+    return log;
 }
 
 #endif
