@@ -338,21 +338,8 @@ static void compiles(qc_runtime *rt) {
             qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, opts, sm, sm >= 90, &c, &why);
             CHECK(st == QC_OK, "%s for sm_%d: %s: %s", k->id, sm, why.code, why.text);
             if (st != QC_OK) continue;
-            char lpath[1200];
-            snprintf(lpath, sizeof lpath, "%s/%s.log", tmp, c.key);
-            char *log = nv_slurp(lpath, NULL);
-            int regs = -1, spill = 0;
-            for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n")) {
-                const char *r = strstr(line, "Used ");
-                if (r && strstr(line, "registers")) regs = atoi(r + 5);
-                const char *sp = strstr(line, "bytes spill stores");
-                if (sp) {
-                    const char *b = sp;
-                    while (b > line && b[-1] == ' ') b--;
-                    while (b > line && b[-1] >= '0' && b[-1] <= '9') b--;
-                    spill += atoi(b);
-                }
-            }
+            int regs, spill;
+            char *log = nv_ptxas_report(tmp, &c, NULL, NULL, &regs, &spill);
             printf("%s: %-22s %-7s %5.1f s, cubin %7zu B, %d registers, %d B spilled\n", TEST, k->id, c.target,
                    qc_now_seconds() - t0, c.size, regs, spill);
             /* at the 64-register cap ptxas may park a value or two outside the loops (none inside: sass()) */
@@ -378,22 +365,9 @@ static void compiles(qc_runtime *rt) {
         qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, opts, 90, 1, &c, &why);
         CHECK(st == QC_OK, "%s for sm_90a: %s: %s", k->id, why.code, why.text);
         if (st != QC_OK) continue;
-        char lpath[1200];
-        snprintf(lpath, sizeof lpath, "%s/%s.log", tmp, c.key);
-        char *log = nv_slurp(lpath, NULL);
-        int regs = -1, spill = 0, serial = 0;
-        for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n")) {
-            const char *r = strstr(line, "Used ");
-            if (r && strstr(line, "registers")) regs = atoi(r + 5);
-            const char *sp = strstr(line, "bytes spill stores");
-            if (sp) {
-                const char *b = sp;
-                while (b > line && b[-1] == ' ') b--;
-                while (b > line && b[-1] >= '0' && b[-1] <= '9') b--;
-                spill += atoi(b);
-            }
-            serial |= strstr(line, "C7512") != NULL || strstr(line, "C7510") != NULL;
-        }
+        int regs, spill;
+        char *log = nv_ptxas_report(tmp, &c, NULL, NULL, &regs, &spill);
+        const int serial = log && (strstr(log, "C7512") || strstr(log, "C7510"));
         printf("%s: %-22s %-7s cubin %7zu B, %d registers, %d B spilled%s\n", TEST, k->id, c.target, c.size, regs, spill,
                serial ? ", wgmma serialized" : "");
         CHECK(regs > 0 && regs <= 128 && spill == 0 && !serial, "%s: %d registers, %d bytes spilled, serialized %d",

@@ -302,23 +302,10 @@ static void compiles(qc_runtime *rt) {
             qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, opts, sm, sm >= 90, &c, &why);
             CHECK(st == QC_OK, "%s for sm_%d: %s: %s", k->id, sm, why.code, why.text);
             if (st != QC_OK) continue;
-            char lpath[1200];
-            snprintf(lpath, sizeof lpath, "%s/%s.log", tmp, c.key);
-            char *log = nv_slurp(lpath, NULL);
-            int regs = -1, spill = 0;
-            for (char *line = log ? strtok(log, "\n") : NULL; line; line = strtok(NULL, "\n")) {
-                const char *r = strstr(line, "Used ");
-                if (r && strstr(line, "registers")) regs = atoi(r + 5);
-                const char *sp = strstr(line, "bytes spill stores");
-                if (sp) {
-                    const char *b = sp;
-                    while (b > line && b[-1] == ' ') b--;
-                    while (b > line && b[-1] >= '0' && b[-1] <= '9') b--;
-                    spill += atoi(b);
-                }
-                CHECK(!strstr(line, "C7508") && !strstr(line, "C7510"), "%s: ptxas ignored setmaxnreg or serialized "
-                      "wgmma: %s", k->id, line);
-            }
+            int regs, spill;
+            char *log = nv_ptxas_report(tmp, &c, NULL, NULL, &regs, &spill);
+            CHECK(!log || (!strstr(log, "C7508") && !strstr(log, "C7510")), "%s: ptxas ignored setmaxnreg or "
+                  "serialized wgmma: %s", k->id, log);
             printf("%s: %-24s %-7s %5.1f s, cubin %7zu B, %d registers, %d B spilled\n", TEST, k->id, c.target,
                    qc_now_seconds() - t0, c.size, regs, spill);
             CHECK(regs > 0 && spill == 0, "%s for %s: %d registers, %d bytes spilled", k->id, c.target, regs, spill);
