@@ -5,7 +5,8 @@
 #   bash bench/h200_full.sh kernels   # GPU tests with their timings, gemm-bench beside the anchors, SDPA anchors
 #   bash bench/h200_full.sh model     # crossover (gemm part + policies vs fixed formats), seed 002's table, prefill
 #   bash bench/h200_full.sh prefill   # a traced 2048-token prefill per format and where its time goes
-#   DECODE="w4a16 w4a16@QC_W4R_LAST=1" bash bench/h200_full.sh decode   # batch-1 decode A/B, one traced
+#   DECODE="mxfp4 mxfp4@QC_MXF_FIRST=1" bash bench/h200_full.sh decode   # batch-1 decode A/B, one traced
+#   bash bench/h200_full.sh pending   # what session 5 left unmeasured (SDPA beside kv_fp8, mxfp4.gemv_frag, crossover)
 #   TESTS="t1 t2@VAR=v" bash bench/h200_full.sh tests   # named GPU tests (+ crossover parts in CROSS_PARTS)
 # Writes everything under $OUT and packs each part's files into one tar ($OUT/<part>.tar.xz: a device call brings
 # back at most 8 files), then prints a short summary.  Environment: TESTS (kernels part), BIN (.device/bin).
@@ -79,9 +80,22 @@ tests)
   [ -n "${CROSS_PARTS:-}" ] && step crossover ${CROSS_T:-200} env OUT="$W/crossover" PARTS="$CROSS_PARTS" \
     CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
   ;;
+pending)
+  # what session 5 left unmeasured, in order of worth (docs/perf.md, Session 5; over 10 min with the crossover:
+  # CROSS_PARTS=none, then the crossover in a second call): kv_fp8 decode beside torch SDPA in
+  # one call, mxfp4.gemv_frag's timing then its full correctness run, and the policies' crossover after the fused
+  # activation quantizers changed the W8A8 side
+  step anchors_attn 90 python3 "$HERE/anchors_attn.py"
+  step kv_fp8 150 "$BIN/test_gpu_kv_fp8"
+  step mxfp4-timing 120 env QC_MXF_TIMING_ONLY=1 "$BIN/test_gpu_mxfp4"
+  step mxfp4 200 "$BIN/test_gpu_mxfp4"
+  [ "${CROSS_PARTS:-b}" != none ] && step crossover ${CROSS_T:-200} env OUT="$W/crossover" PARTS="${CROSS_PARTS:-b}" \
+    CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
+  grep -hE "SUMMARY|RATIO|sdpa" "$W"/*.txt | head -40
+  ;;
 decode)
   # batch-1 decode of Llama-3-8B per format, each optionally with environment settings after '@' (A/B runs of a
-  # kernel switch), e.g. DECODE="w4a16 w4a16@QC_W4R_LAST=1"; then a traced run of the first one, per kernel
+  # kernel switch), e.g. DECODE="mxfp4 mxfp4@QC_MXF_FIRST=1"; then a traced run of the first one, per kernel
   L=configs/llama-3-8b.json
   for spec in ${DECODE:-w4a16}; do
     f=${spec%%@*} envs=""
@@ -111,7 +125,7 @@ prefill)
   done
   ;;
 *)
-  echo "h200_full.sh: unknown part '$part' (kernels, model, tests, decode or prefill)" >&2
+  echo "h200_full.sh: unknown part '$part' (kernels, model, tests, decode, prefill or pending)" >&2
   exit 2
   ;;
 esac
