@@ -148,10 +148,10 @@ struct qc_engine {
     char choose_code[QC_REASON_CODE_MAX]; /* why linear_choose failed last */
     qc_trace *trace;           /* QCORE_TRACE=FILE */
     qc_gpu_tracer *tracer;
-    uint64_t launches0;
+    uint64_t launches0;        /* the context's launch count when the engine was made */
     qc_model *plan_model;      /* the model whose prepared formats the plan may use */
     int loaded;                /* qc_engine_create finished */
-    int fuse_quant;            /* QC_FUSE_QUANT (default 1): W8A8 activations quantized by add_rmsnorm / swiglu */        /* the context's launch count when the engine was made */
+    int fuse_quant;            /* QC_FUSE_QUANT (default 1): W8A8 activations quantized by add_rmsnorm / swiglu */
 };
 
 /* ---- small helpers ---- */
@@ -366,6 +366,17 @@ static qc_status linear_pick(qc_engine *e, eng_linear *L, int64_t m, eng_linear 
     return QC_OK;
 }
 
+/* Trace context for the kernels that follow L's: its block ("blk.3" of
+ * "blk.3.mlp.down"), or its whole name (the head). */
+static void trace_block(qc_engine *e, const eng_linear *L) {
+    if (!e->tracer) return;
+    char blk[32];
+    qc_strlcpy(blk, L->name, sizeof blk);
+    char *dot = strchr(blk, '.');
+    if (dot && (dot = strchr(dot + 1, '.'))) *dot = 0;
+    qc_gpu_tracer_context(e->tracer, blk, "kernel");
+}
+
 /* Whether a choice's kernels read x as f32 ("x"): else the producing kernel skips that copy. */
 static int reads_f32(const eng_choice *c) { return has_param(c->k, "x") || (c->quant && has_param(c->quant, "x")); }
 
@@ -434,13 +445,7 @@ static qc_status linear_exec(qc_engine *e, eng_linear *L, eng_choice *c, qc_devp
     c->k->launch_dims(&p, &d);
     st = qc_gpu_launch_kernel(e->g, c->k, c->fn, &d, argv, err, errlen);
     if (st != QC_OK) qc_errf(err + strlen(err), errlen - strlen(err), " (%s, m=%lld)", L->role, (long long)m);
-    if (e->tracer) { /* what follows belongs to the block ("blk.3"), or the head */
-        char blk[32];
-        qc_strlcpy(blk, L->name, sizeof blk);
-        char *dot = strchr(blk, '.');
-        if (dot && (dot = strchr(dot + 1, '.'))) *dot = 0;
-        qc_gpu_tracer_context(e->tracer, blk, "kernel");
-    }
+    trace_block(e, L); /* what follows belongs to the block, or the head */
     return st;
 }
 
@@ -1639,13 +1644,7 @@ static qc_status norm_into(qc_engine *e, eng_linear *L, qc_devptr h, qc_devptr w
     qc_devptr none = 0;
     qc_status st = linear_pick(e, L, rows, Lo, co, err, errlen);
     if (st != QC_OK) return st;
-    if (e->tracer) { /* linear_pick may have loaded kernels: the norm belongs to the block */
-        char blk[32];
-        qc_strlcpy(blk, L->name, sizeof blk);
-        char *dot = strchr(blk, '.');
-        if (dot && (dot = strchr(dot + 1, '.'))) *dot = 0;
-        qc_gpu_tracer_context(e->tracer, blk, "kernel");
-    }
+    trace_block(e, L); /* linear_pick may have loaded kernels: the norm belongs to the block */
     qc_problem pn = problem(rows, H, 0);
     *pre = fused(e, *co);
     if (!*pre) { /* y and y.bf16, each only when read */
@@ -1717,11 +1716,7 @@ static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int
         qc_devptr up = e->gu.ptr + (qc_devptr)F * 4;
         int64_t ld2 = 2 * F;
         if ((st = linear_pick(e, &L->down, rows, &LV, &ch, err, errlen))) return st;
-        if (e->tracer) {
-            char blk[16];
-            snprintf(blk, sizeof blk, "blk.%d", b);
-            qc_gpu_tracer_context(e->tracer, blk, "kernel");
-        }
+        trace_block(e, &L->down); /* linear_pick may have loaded kernels: swiglu belongs to the block */
         pre = fused(e, ch);
         if (!pre) {
             qc_devptr ya = reads_f32(ch) ? e->act.ptr : 0, yab = ch->wants_bf16 ? e->actb.ptr : 0;

@@ -95,6 +95,7 @@ typedef struct gt_launch {
     qc_gpu_fn fn;
     qc_launch_dims d;
     void **argv;
+    const qc_kernel_desc *k; /* when set, launched through qc_gpu_launch_kernel (its tensor maps); may be NULL */
 } gt_launch;
 
 #define GT_FLUSH_BYTES ((size_t)256 << 20)
@@ -106,16 +107,37 @@ static inline int gt_cmp_float(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Median microseconds of `reps` runs (after 3 warm-ups) of `nl` launches,
- * run i taking ls[(i % sets) * stride + 0 .. nl - 1].  Timed as qcore
- * gemm-bench and triton's do_bench do: a 256 MiB memset first (it flushes
- * the L2 and keeps the GPU busy while the launches are queued, so the host's
- * launch latency is not counted), then the start event, the launches, the end
- * event.  GT_TIME=stream times the runs back to back instead (below).  -1
- * (and a failed CHECK) on an error. */
-static inline double gt_time_launches(qc_gpu *g, const gt_launch *ls, int stride, int nl, int sets, int reps) {
+/* the nl launches of one run; nonzero (err set) on an error */
+static inline int gt_launch_run(qc_gpu *g, const gt_launch *l, int nl, char *err, size_t errlen) {
+    int bad = 0;
+    for (int k = 0; k < nl && !bad; k++)
+        bad = l[k].k ? qc_gpu_launch_kernel(g, l[k].k, l[k].fn, &l[k].d, l[k].argv, err, errlen) != QC_OK
+                     : qc_gpu_launch(g, l[k].fn, &l[k].d, l[k].argv, err, errlen) != QC_OK;
+    return bad;
+}
+
+/* Microseconds of `reps` runs (after 3 warm-ups) of `nl` launches, run i
+ * taking ls[(i % sets) * stride + 0 .. nl - 1], by one of three methods,
+ * GT_TIME's when it is set (stream, synced; any other value: memset), else
+ * `method`:
+ *   memset  as qcore gemm-bench and triton's do_bench: a 256 MiB memset first
+ *           (it flushes the L2 and keeps the GPU busy while the launches are
+ *           queued, so the host's launch latency is not counted), then the
+ *           start event, the launches, the end event; the median;
+ *   stream  the runs back to back between one pair of events, the mean (no
+ *           memset: each run finds the L2 holding the previous run's clean
+ *           lines, as a model step's kernels do; the sets must span more than
+ *           the L2 for the weights to stream from HBM);
+ *   synced  each run between its own events, read before the next run is
+ *           queued (the host's launch latency counts); the median.
+ * -1 (and a failed CHECK) on an error. */
+static inline double gt_time_launches_as(qc_gpu *g, const gt_launch *ls, int stride, int nl, int sets, int reps,
+                                         const char *method) {
     char err[512];
     double med = -1;
+    const char *env = getenv("GT_TIME");
+    if (env) method = strcmp(env, "stream") == 0 || strcmp(env, "synced") == 0 ? env : "memset";
+    const int stream = strcmp(method, "stream") == 0, flushed = strcmp(method, "memset") == 0;
     float *ms = reps > 0 ? malloc((size_t)reps * sizeof *ms) : NULL;
     qc_gpu_event a = NULL, b = NULL;
     qc_gpu_buf flush = {0};
@@ -124,51 +146,47 @@ static inline double gt_time_launches(qc_gpu *g, const gt_launch *ls, int stride
         free(ms);
         return -1;
     }
-    if (qc_gpu_alloc(g, GT_FLUSH_BYTES, GT_FLUSH_BYTES, QC_MEM_WORKSPACE, "L2 flush", &flush, err, sizeof err) ||
+    if ((flushed &&
+         qc_gpu_alloc(g, GT_FLUSH_BYTES, GT_FLUSH_BYTES, QC_MEM_WORKSPACE, "L2 flush", &flush, err, sizeof err)) ||
         qc_gpu_event_create(g, &a, err, sizeof err) || qc_gpu_event_create(g, &b, err, sizeof err)) {
         CHECK(0, "timing set-up: %s", err);
         goto out;
     }
-    /* GT_TIME=stream: the runs back to back between one pair of events, the mean (no memset: each run finds
-     * the L2 holding the previous run's clean lines, as a model step's kernels do; the caller's sets must span
-     * more than the L2 for the weights to stream from HBM) */
-    const char *method = getenv("GT_TIME");
-    if (method && strcmp(method, "stream") == 0) {
-        int bad = 0;
-        for (int i = -3; i < reps && !bad; i++) {
-            const gt_launch *l = ls + (size_t)((i + 3) % sets) * (size_t)stride;
-            if (i == 0) bad = qc_gpu_event_record(g, a, err, sizeof err);
-            for (int k = 0; k < nl && !bad; k++) bad = qc_gpu_launch(g, l[k].fn, &l[k].d, l[k].argv, err, sizeof err);
-        }
-        float t = 0;
-        if (!bad) bad = qc_gpu_event_record(g, b, err, sizeof err);
-        if (!bad) bad = qc_gpu_event_elapsed(g, a, b, &t, err, sizeof err);
-        CHECK(!bad, "timing: %s", err);
-        if (!bad) med = 1000.0 * t / reps;
-        goto out;
-    }
-    for (int i = -3; i < reps; i++) {
+    int bad = 0;
+    for (int i = -3; i < reps && !bad; i++) {
         const gt_launch *l = ls + (size_t)((i + 3) % sets) * (size_t)stride;
-        int bad = qc_gpu_memset32(g, flush.ptr, (uint32_t)i, GT_FLUSH_BYTES / 4, err, sizeof err) ||
-                  qc_gpu_event_record(g, a, err, sizeof err);
-        for (int k = 0; k < nl && !bad; k++) bad = qc_gpu_launch(g, l[k].fn, &l[k].d, l[k].argv, err, sizeof err);
-        if (!bad) bad = qc_gpu_event_record(g, b, err, sizeof err);
+        if (stream) {
+            if (i == 0) bad = qc_gpu_event_record(g, a, err, sizeof err);
+            if (!bad) bad = gt_launch_run(g, l, nl, err, sizeof err);
+            continue;
+        }
+        if (flushed) bad = qc_gpu_memset32(g, flush.ptr, (uint32_t)i, GT_FLUSH_BYTES / 4, err, sizeof err);
+        if (!bad) bad = qc_gpu_event_record(g, a, err, sizeof err) || gt_launch_run(g, l, nl, err, sizeof err) ||
+                        qc_gpu_event_record(g, b, err, sizeof err);
         float t = 0;
         if (!bad) bad = qc_gpu_event_elapsed(g, a, b, &t, err, sizeof err);
-        if (bad) {
-            CHECK(0, "timing: %s", err);
-            goto out;
-        }
-        if (i >= 0) ms[i] = t;
+        if (!bad && i >= 0) ms[i] = t;
     }
-    qsort(ms, (size_t)reps, sizeof ms[0], gt_cmp_float);
-    med = 1000.0 * ms[reps / 2];
+    if (stream) {
+        float t = 0;
+        if (!bad) bad = qc_gpu_event_record(g, b, err, sizeof err) || qc_gpu_event_elapsed(g, a, b, &t, err, sizeof err);
+        if (!bad) med = 1000.0 * t / reps;
+    } else if (!bad) {
+        qsort(ms, (size_t)reps, sizeof ms[0], gt_cmp_float);
+        med = 1000.0 * ms[reps / 2];
+    }
+    CHECK(!bad, "timing: %s", err);
 out:
     qc_gpu_event_destroy(g, a);
     qc_gpu_event_destroy(g, b);
     qc_gpu_free(g, &flush);
     free(ms);
     return med;
+}
+
+/* gt_time_launches_as with the memset method unless GT_TIME says otherwise */
+static inline double gt_time_launches(qc_gpu *g, const gt_launch *ls, int stride, int nl, int sets, int reps) {
+    return gt_time_launches_as(g, ls, stride, nl, sets, reps, "memset");
 }
 
 #endif

@@ -41,11 +41,6 @@ typedef struct ctx {
 } ctx;
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int kload(ctx *c, const char *id, kern *out) {
     memset(out, 0, sizeof *out);
     out->k = qc_kernel_find(c->rt, id);
@@ -202,7 +197,7 @@ static double time_launch(ctx *c, const kern *kn, qc_named_arg *a, int64_t m, in
     qc_gpu_event_destroy(c->g, e0);
     qc_gpu_event_destroy(c->g, e1);
     if (st != QC_OK) return -1;
-    qsort(t, ITERS, sizeof t[0], cmp_float);
+    qsort(t, ITERS, sizeof t[0], gt_cmp_float);
     return t[ITERS / 2];
 }
 

@@ -55,7 +55,7 @@ static double run_id(ctx *c, const char *id, const qc_named_arg *args, size_t n,
     if (st == QC_OK) st = qc_gpu_sync(c->g, err, sizeof err);
     CHECK(st == QC_OK, "%s: %s", id, err);
     if (st != QC_OK || reps <= 0) return st == QC_OK ? 0 : -1;
-    gt_launch l = {fn, d, argv};
+    gt_launch l = {.fn = fn, .d = d, .argv = argv};
     return gt_time_launches(c->g, &l, 1, 1, 1, reps);
 }
 

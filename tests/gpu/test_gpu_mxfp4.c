@@ -41,38 +41,13 @@ enum wkind {
 /* the median of the last timed run_case, us (-1 when none) */
 static double last_us = -1;
 
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
+/* Median microseconds of `reps` launches (after 3 warm-ups), argument set i % nsets for launch i, each synced
+ * (gpu_test.h's gt_time_launches_as; GT_TIME=memset or stream picks another method). */
 static double time_median(ctx *c, qc_gpu_fn fn, const qc_launch_dims *d, void ***argvs, int nsets, int reps) {
-    char err[512];
-    float ms[256];
-    double med = -1;
-    if (reps > 256) reps = 256;
-    qc_gpu_event a = NULL, b = NULL;
-    if (qc_gpu_event_create(c->g, &a, err, sizeof err) || qc_gpu_event_create(c->g, &b, err, sizeof err)) {
-        CHECK(0, "events: %s", err);
-        goto out;
-    }
-    for (int i = 0; i < 3; i++) qc_gpu_launch(c->g, fn, d, argvs[i % nsets], err, sizeof err);
-    for (int i = 0; i < reps; i++) {
-        int bad = qc_gpu_event_record(c->g, a, err, sizeof err) ||
-                  qc_gpu_launch(c->g, fn, d, argvs[(i + 3) % nsets], err, sizeof err) ||
-                  qc_gpu_event_record(c->g, b, err, sizeof err) ||
-                  qc_gpu_event_elapsed(c->g, a, b, &ms[i], err, sizeof err);
-        if (bad) {
-            CHECK(0, "timing: %s", err);
-            goto out;
-        }
-    }
-    qsort(ms, (size_t)reps, sizeof ms[0], cmp_float);
-    med = 1000.0 * ms[reps / 2];
-out:
-    qc_gpu_event_destroy(c->g, a);
-    qc_gpu_event_destroy(c->g, b);
-    return med;
+    gt_launch ls[MAXCOPY];
+    if (nsets > MAXCOPY) nsets = MAXCOPY;
+    for (int i = 0; i < nsets; i++) ls[i] = (gt_launch){.fn = fn, .d = *d, .argv = argvs[i]};
+    return gt_time_launches_as(c->g, ls, 1, 1, nsets, reps, "synced");
 }
 
 /* the test's own decoding (docs/formats/mxfp4.md section 1), in double */

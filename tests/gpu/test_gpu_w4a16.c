@@ -61,7 +61,7 @@ static void measure_copy16(ctx *c) {
         qc_gpu_event_destroy(c->g, e1);
         CHECK(st == QC_OK, "copy timing: %s", err);
         if (st == QC_OK) {
-            qsort(ms + 2, 18, sizeof ms[0], cmp_float);
+            qsort(ms + 2, 18, sizeof ms[0], gt_cmp_float);
             double us = 1000.0 * ms[2 + 9];
             printf("%s: qc_copy16 bandwidth %.0f GB/s (1 GiB read + 1 GiB written in %.1f us; the floor uses the probe)\n",
                    TEST, us > 0 ? 2.0 * bytes / us * 1e-3 : 0.0, us);
