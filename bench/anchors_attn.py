@@ -22,6 +22,8 @@ ap.add_argument("--cases", default="16x32768,1x1024", help="BATCHxCONTEXT,...")
 ap.add_argument("--heads", type=int, default=32)
 ap.add_argument("--kv-heads", type=int, default=8)
 ap.add_argument("--head-dim", type=int, default=128)
+ap.add_argument("--profile", action="store_true", help="also list the kernels one SDPA call launches (torch.profiler), "
+                "to stderr")
 a = ap.parse_args()
 dev = torch.device("cuda")
 torch.manual_seed(0)
@@ -56,6 +58,16 @@ for case in a.cases.split(","):
         r["torch_sdpa_bf16_us"] = do_bench(lambda: F.scaled_dot_product_attention(q, kr, vr)) * 1e3
         r["sdpa_gqa"] = "repeated K/V (%s)" % str(e)[:80]
         del kr, vr
+    if a.profile:  # which kernels SDPA runs and their device time, after an L2 flush each (as do_bench)
+        flush = torch.empty(256 << 20, dtype=torch.uint8, device=dev)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(20):
+                flush.zero_()
+                F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+            torch.cuda.synchronize()
+        print("case %dx%d:" % (b, ctx), file=sys.stderr)
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=8), file=sys.stderr)
+        del flush
     r["sdpa_pct_of_bf16_floor"] = 100.0 * r["floor_bf16_us"] / r["torch_sdpa_bf16_us"]
     # what issue 8 asks of kv_fp8.attn_decode: 1.7x faster than SDPA at 16x32768, no slower at 1x1024
     r["kv_fp8_target_us"] = r["torch_sdpa_bf16_us"] / (1.7 if b * ctx >= 16 * 32768 else 1.0)

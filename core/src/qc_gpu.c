@@ -122,6 +122,7 @@ typedef struct function_rec {
     char *entry;
     CUfunction fn;
     const qc_kernel_desc *desc; /* what qc_gpu_kernel_load loaded it for (launch hooks), or NULL */
+    unsigned smem_optin; /* dynamic shared memory already opted in for (cuFuncSetAttribute), bytes */
 } function_rec;
 
 struct qc_gpu {
@@ -545,6 +546,7 @@ qc_status qc_gpu_module_load(qc_gpu *g, const qc_cubin *c, const char *entry, qc
     r->entry = e;
     r->fn = f;
     r->desc = NULL;
+    r->smem_optin = 0;
     *fn = (qc_gpu_fn)(void *)f;
 out:
     pthread_mutex_unlock(&g->mu);
@@ -590,6 +592,29 @@ qc_status qc_gpu_kernel_load(qc_gpu *g, qc_nvrtc *nv, const qc_kernel_desc *k, q
     return st;
 }
 
+/* The dynamic shared-memory opt-in of f for `bytes`, asked of the driver once
+ * per function and size (the largest so far is remembered; a function the
+ * cache does not hold is asked every time; on the H200 asking before every
+ * launch cost no GPU time, this saves the host a driver call per launch).
+ * Nonzero (err set) on failure. */
+static int smem_optin(qc_gpu *g, CUfunction f, unsigned bytes, char *err, size_t errlen) {
+    function_rec *r = NULL;
+    pthread_mutex_lock(&g->mu);
+    for (size_t i = 0; i < g->n_fns && !r; i++)
+        if (g->fns[i].fn == f) r = &g->fns[i];
+    int done = r && r->smem_optin >= bytes;
+    pthread_mutex_unlock(&g->mu);
+    if (done) return 0;
+    if (cu_fail(g, g->cu.cuFuncSetAttribute(f, CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)bytes), err, errlen,
+                "%u bytes of dynamic shared memory (device allows %zu)", bytes, g->info.smem_optin))
+        return 1;
+    pthread_mutex_lock(&g->mu);
+    for (size_t i = 0; i < g->n_fns; i++)
+        if (g->fns[i].fn == f && g->fns[i].smem_optin < bytes) g->fns[i].smem_optin = bytes;
+    pthread_mutex_unlock(&g->mu);
+    return 0;
+}
+
 qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *d, void **argv, char *err, size_t errlen) {
     if (!fn || !d) {
         qc_errf(err, errlen, "qc_gpu_launch: no function or launch dimensions");
@@ -613,9 +638,7 @@ qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *d, void *
     }
     /* the 48 KiB default bounds static + dynamic shared memory together, so a kernel with static shared memory
      * needs the opt-in below 48 KiB of dynamic: asked for from 16 KiB on (one cheap driver call) */
-    if (d->shared_bytes > SMEM_OPTIN_FROM &&
-        cu_fail(g, g->cu.cuFuncSetAttribute(f, CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)d->shared_bytes), err, errlen,
-                "%u bytes of dynamic shared memory (device allows %zu)", d->shared_bytes, g->info.smem_optin))
+    if (d->shared_bytes > SMEM_OPTIN_FROM && smem_optin(g, f, d->shared_bytes, err, errlen))
         return QC_ERR_UNSUPPORTED;
     if (cu_fail(g,
                 g->cu.cuLaunchKernel(f, d->grid[0], d->grid[1], d->grid[2], d->block[0], d->block[1], d->block[2],

@@ -59,6 +59,7 @@ static struct {
 #define DEC_SLOTS_OLD 396
 #define DEC_SLOTS_V2 264
 #define DEC_PART_BOUND 1584
+#define DEC_ONE_LAYER 132 /* one v2 CTA per SM (132 SMs) */
 
 /* dynamic shared memory of the v2 decode (decode.cu's qc_dec_v2_smem): a
  * ring of stages + 1 blocks (32 D bytes) per warp, or the warps' combine */
@@ -78,6 +79,11 @@ static int decode_parts_at(int n_seqs, int n_kv_heads, int max_blocks, int64_t s
     if (est < 1) est = 1;
     int64_t cap = (est + DEC_MIN_PART - 1) / DEC_MIN_PART;
     if (cap > DEC_MAX_PARTS) cap = DEC_MAX_PARTS;
+    /* v2 with few (sequence, kv head) pairs: one CTA per SM, as many partitions as fill one layer of
+     * DEC_ONE_LAYER SMs (H200, B = 1: 16 partitions, 13.4 us at 1K and 35.1 us at 32K, where the cost
+     * formula's 17 and 33 put a second CTA on some SMs: 17.0 and 41.8 us; docs/decisions.md) */
+    if (slots == DEC_SLOTS_V2 && pairs * 2 <= DEC_ONE_LAYER)
+        return (int)(DEC_ONE_LAYER / pairs < cap ? DEC_ONE_LAYER / pairs : cap);
     int64_t best = 1, best_cost = (pairs + slots - 1) / slots * (est + DEC_CTA_COST);
     for (int64_t p = 2; p <= cap && pairs * p <= (DEC_PART_BOUND / slots) * slots; p++) {
         int64_t cost = (pairs * p + slots - 1) / slots * ((est + p - 1) / p + DEC_CTA_COST);

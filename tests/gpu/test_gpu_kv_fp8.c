@@ -42,18 +42,24 @@ typedef struct dec_variant {
     int stages;  /* with slots: the v2 ring depth its shared memory is sized for (0: the first kernel, none) */
     int unfused; /* the reduce kernel (built with the same options) combines: launched with grid (n_heads, n_seqs) */
     int extra;   /* runs only when QC_KV_DEC_VARIANTS names it */
+    int probe;   /* a timing probe (decode.cu's QC_DEC_PROBE): wrong results, timed only */
 } dec_variant;
 static const dec_variant DEC_VARIANTS[] = {
-    {"default", "as the plugin registered it (unset env: new, 4 stages)", {NULL}, 0, 0, 0, 0},
-    {"old", "first kernel: load then compute, 3 CTAs/SM, fused combine", {"-DQC_DEC_V2=0", NULL}, 396, 0, 0, 0},
-    {"new-s1", "v2, cp.async ring 1 block in flight per warp", {"-DQC_DEC_V2=1", "-DQC_DEC_STAGES=1", NULL}, 264, 1, 0, 1},
-    {"new-s2", "v2, cp.async ring 2 blocks in flight per warp", {"-DQC_DEC_V2=1", "-DQC_DEC_STAGES=2", NULL}, 264, 2, 0, 1},
-    {"new-s3", "v2, cp.async ring 3 blocks in flight per warp", {"-DQC_DEC_V2=1", "-DQC_DEC_STAGES=3", NULL}, 264, 3, 0, 1},
-    {"new-s4", "v2, cp.async ring 4 blocks in flight per warp", {"-DQC_DEC_V2=1", "-DQC_DEC_STAGES=4", NULL}, 264, 4, 0, 1},
+    {"default", "as the plugin registered it (unset env: new, 4 stages)", {NULL}, 0, 0, 0, 0, 0},
+    {"old", "first kernel: load then compute, 3 CTAs/SM, fused combine", {"-DQC_DEC_V2=0", NULL}, 396, 0, 0, 0, 0},
+    {"new-s1", "v2, cp.async ring 1 block in flight per warp", {"-DQC_DEC_V2=1", "-DQC_DEC_STAGES=1", NULL}, 264, 1, 0, 1, 0},
+    {"new-s2", "v2, cp.async ring 2 blocks in flight per warp", {"-DQC_DEC_V2=1", "-DQC_DEC_STAGES=2", NULL}, 264, 2, 0, 1, 0},
+    {"new-s3", "v2, cp.async ring 3 blocks in flight per warp", {"-DQC_DEC_V2=1", "-DQC_DEC_STAGES=3", NULL}, 264, 3, 0, 1, 0},
+    {"new-s4", "v2, cp.async ring 4 blocks in flight per warp", {"-DQC_DEC_V2=1", "-DQC_DEC_STAGES=4", NULL}, 264, 4, 0, 1, 0},
     {"unfused", "v2 (4 stages), QC_DEC_FUSE=0: two launches, the reduce kernel combines",
-     {"-DQC_DEC_V2=1", "-DQC_DEC_STAGES=4", "-DQC_DEC_FUSE=0", NULL}, 264, 4, 1, 1},
+     {"-DQC_DEC_V2=1", "-DQC_DEC_STAGES=4", "-DQC_DEC_FUSE=0", NULL}, 264, 4, 1, 1, 0},
     {"pipe264", "first kernel with QC_DEC_PIPE=1 (next block prefetched), 2 CTAs/SM, partitions for 264 slots",
-     {"-DQC_DEC_V2=0", "-DQC_DEC_PIPE=1", NULL}, 264, 0, 0, 1},
+     {"-DQC_DEC_V2=0", "-DQC_DEC_PIPE=1", NULL}, 264, 0, 0, 1, 0},
+    {"probe1", "timing probe: v2's first round alone", {"-DQC_DEC_PROBE=1", NULL}, 0, 0, 0, 1, 1},
+    {"probe2", "timing probe: v2 without the fused combine", {"-DQC_DEC_PROBE=2", NULL}, 0, 0, 0, 1, 1},
+    {"probe3", "timing probe: v2's loads without the block math", {"-DQC_DEC_PROBE=3", NULL}, 0, 0, 0, 1, 1},
+    {"probe4", "timing probe: a return at entry (the launch alone)", {"-DQC_DEC_PROBE=4", NULL}, 0, 0, 0, 1, 1},
+    {"probe5", "timing probe: v2's first two rounds (block-table entries) alone", {"-DQC_DEC_PROBE=5", NULL}, 0, 0, 0, 1, 1},
 };
 #define N_DEC_VARIANTS (int)(sizeof DEC_VARIANTS / sizeof DEC_VARIANTS[0])
 /* timed decode shapes, for the summary */
@@ -77,13 +83,15 @@ typedef struct ctx {
     char res_name[N_TIMED][96];
 } ctx;
 
-/* partitions per sequence, the plugin's formula (kv_fp8_decode_parts) at `slots` CTA slots and 1584 / slots waves */
+/* partitions per sequence, the plugin's formula (kv_fp8_decode_parts) at `slots` CTA slots and 1584 / slots waves
+ * (264: v2's, with its one-layer rule for few pairs) */
 static int parts_at(int n_seqs, int n_kv_heads, int max_blocks, int slots) {
     int64_t pairs = (int64_t)n_seqs * n_kv_heads, est = (int64_t)max_blocks * 16, waves = 1584 / slots;
     if (pairs < 1) pairs = 1;
     if (est < 1) est = 1;
     int64_t cap = (est + 63) / 64;
     if (cap > 64) cap = 64;
+    if (slots == 264 && pairs * 2 <= 132) return (int)(132 / pairs < cap ? 132 / pairs : cap); /* v2: one layer */
     int64_t best = 1, best_cost = (pairs + slots - 1) / slots * (est + 64);
     for (int64_t p = 2; p <= cap && pairs * p <= waves * slots; p++) {
         int64_t cost = (pairs * p + slots - 1) / slots * ((est + p - 1) / p + 64);
@@ -500,8 +508,10 @@ static void case_decode(ctx *c, int n_seqs, const int32_t *ctx_lens, int nh, int
     if (st == QC_OK) st = qc_gpu_download(c->g, got, dout.ptr, (qn + GUARD_WORDS) * 4, err, sizeof err);
     if (st == QC_OK) st = qc_gpu_download(c->g, work, dwork.ptr, wbytes, err, sizeof err);
     CHECK(st == QC_OK, "%s: launch: %s", name, err);
-    if (st != QC_OK || !check_written(name, got, qn)) goto out;
+    cmp m = {0}, mr = {0};
     int parts = (int)ls[0][0].d.grid[0];
+    if (st == QC_OK && dv->probe) goto timed; /* wrong results by design */
+    if (st != QC_OK || !check_written(name, got, qn)) goto out;
     if (!sample) {
         void *hq = q, *hk = kv.hk, *hv = kv.hv, *hbt = kv.bt, *hctx = kv.ctx, *hout = ref, *hw = NULL, *hks = kv.ks,
              *hvs = kv.vs;
@@ -527,7 +537,6 @@ static void case_decode(ctx *c, int n_seqs, const int32_t *ctx_lens, int nh, int
         CHECK(st == QC_OK, "%s: reduce reference: %s", name, err);
         if (st != QC_OK) goto out;
     }
-    cmp m = {0}, mr = {0};
     int rows = n_seqs * nh, nrows = sample ? sample : rows;
     for (int i = 0; i < nrows; i++) {
         int row = sample ? (int)(qc_test_rng(&c->rng) % (uint64_t)rows) : i, s = row / nh, h = row % nh;
@@ -546,6 +555,7 @@ static void case_decode(ctx *c, int n_seqs, const int32_t *ctx_lens, int nh, int
     cmp_report(&m, full);
     if (!sample) CHECK(mr.bad == 0, "%s: the reduce reference differs from the GPU reduce at %zu (worst %.3f)", name,
                        mr.first, mr.worst);
+timed:
     if (timing && !m.bad) {
         double us = gt_time_launches(c->g, &ls[0][0], 2, 2, sets, REPS);
         double floor_us = c->bw > 0 ? (double)kvb / c->bw * 1e6 : NAN;
@@ -557,6 +567,20 @@ static void case_decode(ctx *c, int n_seqs, const int32_t *ctx_lens, int nh, int
         printf("  TIME %-60s median %9.2f us (decode + reduce, %d table sets, " GT_TIMING_NOTE ") KV %.1f MB, floor %.2f us at %.0f GB/s: "
                "%.1f%% of floor, %.2f TB/s\n",
                name, us, sets, kvb / 1e6, floor_us, c->bw / 1e9, 100.0 * floor_us / us, kvb / us * 1e-6);
+        /* QC_KV_T_PARTS=1,2,...: the same launches with fewer partitions (the fused combine takes the count from
+         * gridDim.x; more than the registered count would overrun the workspace), and the events with no launch */
+        const char *tp = getenv("QC_KV_T_PARTS");
+        if (tp && *tp && !dv->unfused) {
+            printf("  TIME   %-58s median %9.2f us\n", "the two events alone", gt_time_launches(c->g, &ls[0][0], 2, 0, sets, REPS));
+            for (const char *s = tp; s && *s; s = strchr(s, ',') ? strchr(s, ',') + 1 : NULL) {
+                int pp = atoi(s);
+                if (pp < 1 || pp > parts) continue;
+                for (int i = 0; i < sets; i++) ls[i][0].d.grid[0] = (uint32_t)pp;
+                printf("  TIME   %-45s %2d parts median %9.2f us\n", "same, partitions forced", pp,
+                       gt_time_launches(c->g, &ls[0][0], 2, 2, sets, REPS));
+            }
+            for (int i = 0; i < sets; i++) ls[i][0].d.grid[0] = (uint32_t)parts;
+        }
         if (c->dv != 0) goto out; /* the bf16 kernel once per shape */
         /* the bf16 core kernel: a bf16 cache with the same block geometry and tables */
         size_t elems = (size_t)kv.num_blocks * nkv * 16 * hd, plen = elems < (4u << 20) + 7 ? elems : (4u << 20) + 7;
@@ -790,7 +814,7 @@ static void timing_cases(ctx *c) {
 
 static void decode_cases(ctx *c) {
     for (int v = 0; v < N_DEC_VARIANTS; v++)
-        if (c->var_on[v]) {
+        if (c->var_on[v] && !DEC_VARIANTS[v].probe) {
             c->dv = v;
             decode_cases_one(c);
         }
@@ -998,12 +1022,13 @@ int main(void) {
         c.timed = -1;
         if (ok) {
             double t0 = qc_now_seconds();
-            write_cases(&c);
-            decode_cases(&c);
-            prefill_cases(&c);
+            /* QC_KV_TIMING_ONLY=1: the timed cases alone (each still checked), for quick A/B runs */
+            const char *to = getenv("QC_KV_TIMING_ONLY");
+            int timing_only = to && atoi(to) == 1;
+            if (!timing_only) write_cases(&c), decode_cases(&c), prefill_cases(&c);
             printf("%s: correctness cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             timing_cases(&c);
-            engine_case(&c);
+            if (!timing_only) engine_case(&c);
         }
         qc_gpu_ledger_row tot = qc_gpu_ledger_get(c.g, QC_MEM_COUNT_);
         CHECK(tot.count == 0 && tot.resident == 0, "buffers left allocated: %zu (%zu bytes)", tot.count, tot.resident);

@@ -90,10 +90,17 @@ static void geometry(qc_runtime *rt) {
     qc_attn_problem(&p, 1, 32, 8, 64, 65);
     d->launch_dims(&p, &ld);
     CHECK(ld.shared_bytes == V2_SMEM_64, "decode d 64: %u bytes of shared memory", ld.shared_bytes);
-    /* B = 1 x 1024 tokens (65 table columns): 17 partitions of which 16 hold 64 tokens; B = 16 x 32K: 2 */
+    /* B = 1 x 1024 tokens (65 table columns) and x 32K: 16 partitions (8 kv heads x 16 = 132 SMs' one CTA
+     * each, 64 tokens each at 1K); B = 16 x 32K: 2 */
     qc_attn_problem(&p, 1, 32, 8, 128, 65);
     d->launch_dims(&p, &ld);
-    CHECK(ld.grid[0] == 17, "decode B=1 x 1K: %u partitions", ld.grid[0]);
+    CHECK(ld.grid[0] == 16, "decode B=1 x 1K: %u partitions", ld.grid[0]);
+    qc_attn_problem(&p, 1, 32, 8, 128, 2049);
+    d->launch_dims(&p, &ld);
+    CHECK(ld.grid[0] == 16, "decode B=1 x 32K: %u partitions", ld.grid[0]);
+    qc_attn_problem(&p, 1, 32, 8, 128, 2);
+    d->launch_dims(&p, &ld);
+    CHECK(ld.grid[0] == 1, "decode B=1 x 32 tokens: %u partitions", ld.grid[0]);
     qc_attn_problem(&p, 16, 32, 8, 128, 2049);
     d->launch_dims(&p, &ld);
     CHECK(ld.grid[0] == 2, "decode B=16 x 32K: %u partitions", ld.grid[0]);
@@ -236,7 +243,12 @@ static void compiles(qc_runtime *rt) {
                         {"-DQC_DEC_FUSE=0", NULL, 0},
                         {"-DQC_DEC_STAGES=1", NULL, 0},
                         {"-DQC_DEC_STAGES=2", NULL, 0},
-                        {"-DQC_DEC_STAGES=3", NULL, 0}};
+                        {"-DQC_DEC_STAGES=3", NULL, 0},
+                        {"-DQC_DEC_PROBE=1", NULL, 0},
+                        {"-DQC_DEC_PROBE=2", NULL, 0},
+                        {"-DQC_DEC_PROBE=3", NULL, 0},
+                        {"-DQC_DEC_PROBE=4", NULL, 0},
+                        {"-DQC_DEC_PROBE=5", NULL, 0}};
     for (size_t i = 0; i < N_IDS; i++) {
         const qc_kernel_desc *k = qc_kernel_find(rt, IDS[i]);
         if (!k) continue;

@@ -37,6 +37,15 @@
 #ifndef QC_DEC_FUSE
 #define QC_DEC_FUSE 1
 #endif
+/*   QC_DEC_PROBE (timing probes of the v2 kernel, wrong results; the GPU test
+ *     times them to place the time of one launch): 1 the prologue's first
+ *     round alone, 2 no fused combine, 3 the loads without the block math,
+ *     4 a return at entry (the launch alone), 5 the first two rounds (the
+ *     block-table entries) alone;
+ *     0 (default) the kernel. */
+#ifndef QC_DEC_PROBE
+#define QC_DEC_PROBE 0
+#endif
 /* CTAs per SM the registers are capped for (the host's DEC_SLOTS assumes 3
  * on 132 SMs; below sm_90 the loop without prefetch spills at 3) */
 #if QC_DEC_V2 || QC_DEC_PIPE || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900)
@@ -51,6 +60,7 @@
 #if QC_DEC_V2
 #define QC_DEC_PSLOTS 264
 #define QC_DEC_PWAVES 6
+#define QC_DEC_ONE_LAYER 132
 #else
 #define QC_DEC_PSLOTS QC_DEC_SLOTS
 #define QC_DEC_PWAVES QC_DEC_MAX_WAVES
@@ -69,6 +79,10 @@ __device__ __forceinline__ int qc_dec_parts_warp(int n_seqs, int n_kv_heads, int
     if (est < 1) est = 1;
     long long cap = (est + QC_DEC_MIN_PART - 1) / QC_DEC_MIN_PART;
     if (cap > QC_DEC_MAX_PARTS) cap = QC_DEC_MAX_PARTS;
+#if QC_DEC_V2
+    /* few pairs: one CTA per SM, as many partitions as fill one layer (the host's DEC_ONE_LAYER) */
+    if (pairs * 2 <= QC_DEC_ONE_LAYER) return (int)(QC_DEC_ONE_LAYER / pairs < cap ? QC_DEC_ONE_LAYER / pairs : cap);
+#endif
     const int lane = threadIdx.x & 31;
     long long best_cost = -1;
     int best = 1;
@@ -634,12 +648,20 @@ __device__ __forceinline__ void qc_decode8_v2(const float *q, const u8 *kc, cons
             out[((long long)seq * n_heads + h0 + i / D) * D + i % D] = 0.f;
         return;
     }
+#if QC_DEC_PROBE == 1
+    if (ctx_raw == -7 && qx[0].x == 1.f && kmul == vmul) out[0] = kmul; /* the loads are used */
+    return;
+#endif
     const int start = part * plen, end = min(ctx, start + plen);
     const int b0 = start / QC_KVB, b1 = (end + QC_KVB - 1) / QC_KVB;
     constexpr long long head_stride = (long long)QC_KVB * D;
     /* round 2: block ids of this warp's blocks 0 .. 31 (tab), one per lane; the next 32 prefetched to L2 */
     int tab = b0 + warp + 4 * lane < b1 ? btr[b0 + warp + 4 * lane] : 0;
     if (b0 + warp + 4 * (lane + 32) < b1) asm volatile("prefetch.global.L2 [%0];" ::"l"(btr + b0 + warp + 4 * (lane + 32)));
+#if QC_DEC_PROBE == 5
+    if (__shfl_sync(0xffffffffu, tab, 0) == -7 && qx[0].x == 1.f) out[0] = kmul; /* the loads are used */
+    return;
+#endif
 
     u32 qa[D / 16][4];
 #pragma unroll
@@ -686,7 +708,11 @@ __device__ __forceinline__ void qc_decode8_v2(const float *q, const u8 *kc, cons
         qc_v2_read<D>(r, ring + (u32)((li % QC_DEC_BUFS) * STAGE), g, t);
         __syncwarp(); /* every lane has read buffer li before block li + STAGES + 1 refills it */
         const int b = b0 + warp + QC_DEC_WARPS * li;
+#if QC_DEC_PROBE == 3
+        o[0][0] += __uint_as_float(r.k[0][0].x ^ r.v[0][0] ^ (u32)b) * 0.f, m0 = m1 = 0.f, l0 = l1 = 1.f;
+#else
         qc_dec_block<D, E5, H8>(r, end - b * QC_KVB, qa, sl2, m0, m1, l0, l1, o, t);
+#endif
     }
     qc_cp_wait<0>();
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
@@ -739,7 +765,7 @@ __device__ __forceinline__ void qc_decode8_v2(const float *q, const u8 *kc, cons
             }
         }
     }
-#if QC_DEC_FUSE
+#if QC_DEC_FUSE && QC_DEC_PROBE != 2
     if (nused > 1 && (long long)n_seqs * gridDim.y <= QC_DEC_COUNTERS)
         qc_dec_combine_v2(out, work, n_seqs, n_heads, D, nparts, nused, pair0, hn);
 #endif
@@ -754,6 +780,10 @@ extern "C" __global__ void __launch_bounds__(128, QC_DEC_MIN_CTAS)
                           const int *ctx_lens, float *out, float *work, int n_seqs, int n_heads, int n_kv_heads,
                           int head_dim, int max_blocks, float scale, const float *k_scale, const float *v_scale,
                           u32 variant) {
+#if QC_DEC_PROBE == 4
+    if (n_seqs == -7) out[0] = scale;
+    return;
+#endif
 #if QC_DEC_V2
     extern __shared__ __align__(128) u8 dsm[];
     u32 dyn;
