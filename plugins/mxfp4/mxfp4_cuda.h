@@ -10,8 +10,10 @@
  * reference `bx_ref` (x as bf16 bits). */
 qc_status mxfp4_cuda_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void));
 
-/* Register "mxfp4.gemv_frag" (m 1..16, k % 128 == 0, sm_80+; mxfp4_gemv_frag.c), called by
- * mxfp4_cuda_register before mxfp4.gemv so that the engine prefers it. */
-qc_status mxfp4_frag_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void));
+/* Register "mxfp4.gemv_frag" (the kernel takes m 1..16; its descriptor says 1..m_max; k % 128 == 0,
+ * sm_80+; mxfp4_gemv_frag.c), called by mxfp4_cuda_register before mxfp4.gemv with m_max =
+ * MXF_FRAG_M_MAX, so that the engine picks it up to that M (QC_MXF_FRAG=off: after it, m_max 16). */
+#define MXF_FRAG_M_MAX 4
+qc_status mxfp4_frag_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void), int64_t m_max);
 
 #endif

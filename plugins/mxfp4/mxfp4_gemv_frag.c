@@ -408,14 +408,14 @@ static const qc_kernel_param MXF_PARAMS[] = {
     {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
 };
 
-qc_status mxfp4_frag_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void)) {
+qc_status mxfp4_frag_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void), int64_t m_max) {
     qc_kernel_desc d = {
         .struct_size = sizeof d,
         .id = "mxfp4.gemv_frag",
         .format = "mxfp4",
         .phases = QC_PHASE_ANY,
         .m_min = 1,
-        .m_max = 16,
+        .m_max = m_max, /* the kernel itself takes 1..16 */
         .arch = {80, QC_SM_ANY}, /* mma.sync bf16 and bf16x2 fma: sm_80 */
         .n_params = sizeof MXF_PARAMS / sizeof MXF_PARAMS[0],
         .params = MXF_PARAMS,

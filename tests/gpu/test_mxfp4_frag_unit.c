@@ -28,14 +28,14 @@ static void expect_refused(const qc_kernel_desc *k, const qc_format_desc *f, qc_
                     (long long)p.k, p.sm, why.code, why.text);
 }
 
-/* Descriptor, every refusal with its code, the engine's pick (it before mxfp4.gemv), the launch plan. */
+/* Descriptor, every refusal with its code, the engine's pick (it up to M = 4, then mxfp4.gemv), the launch plan. */
 static void descriptors(qc_runtime *rt) {
     const qc_format_desc *f = qc_format_find(rt, "mxfp4");
     const qc_kernel_desc *k = qc_kernel_find(rt, KID), *gv = qc_kernel_find(rt, "mxfp4.gemv");
     CHECK(f && k && gv, "mxfp4 format, %s or mxfp4.gemv not loaded from %s", KID, QC_TEST_PLUGIN_DIR);
     if (!f || !k || !gv) return;
     CHECK(k->reference && k->cuda_source && k->cuda_entry && k->launch_dims && k->eligible, "%s lacks a part", KID);
-    CHECK(k->m_min == 1 && k->m_max == 16 && k->arch.min_sm == 80 && k->arch.max_sm == QC_SM_ANY,
+    CHECK(k->m_min == 1 && k->m_max == 4 && k->arch.min_sm == 80 && k->arch.max_sm == QC_SM_ANY,
           "%s: M [%lld, %lld] arch [%u, %u]", KID, (long long)k->m_min, (long long)k->m_max, k->arch.min_sm,
           k->arch.max_sm);
     CHECK(k->reference == gv->reference, "%s should share mxfp4.gemv's C reference", KID);
@@ -50,14 +50,16 @@ static void descriptors(qc_runtime *rt) {
             for (uint32_t sm = 80; sm <= 90; sm += 10) {
                 qc_problem p = prob(sm, m, shapes[i][0], shapes[i][1]);
                 const qc_kernel_desc *sel = NULL;
-                /* registered behind mxfp4.gemv (not yet timed on a GPU): the format picks mxfp4.gemv */
-                CHECK(qc_select_format(rt, f, &p, 1, &sel, &why) && sel == gv, "sm_%u m=%lld %lldx%lld chose %s",
-                      sm, (long long)m, (long long)p.n, (long long)p.k, sel ? sel->id : why.text);
+                /* registered first for M <= 4 (faster there on the H200), mxfp4.gemv from M = 5 */
+                CHECK(qc_select_format(rt, f, &p, 1, &sel, &why) && sel == (m <= 4 ? k : gv),
+                      "sm_%u m=%lld %lldx%lld chose %s", sm, (long long)m, (long long)p.n, (long long)p.k,
+                      sel ? sel->id : why.text);
             }
     expect_refused(k, f, prob(90, 1, 4096, 4160), "align_k"); /* k % 32 == 0, not % 128 */
     expect_refused(k, f, prob(90, 1, 4096, 96), "align_k");
     expect_refused(k, f, prob(90, 1, 4096, 4112), "align_k"); /* the format's own */
     expect_refused(k, f, prob(90, 1, 4100, 4096), "align_n");
+    expect_refused(k, f, prob(90, 5, 4096, 4096), "m_range");
     expect_refused(k, f, prob(90, 17, 4096, 4096), "m_range");
     expect_refused(k, f, prob(90, 0, 4096, 4096), "m_range");
     expect_refused(k, f, prob(75, 1, 4096, 4096), "arch");
