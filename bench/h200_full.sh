@@ -6,7 +6,7 @@
 #   bash bench/h200_full.sh model     # crossover (gemm part + policies vs fixed formats), seed 002's table, prefill
 #   bash bench/h200_full.sh prefill   # a traced 2048-token prefill per format and where its time goes
 #   DECODE="mxfp4 mxfp4@QC_MXF_FRAG=off" bash bench/h200_full.sh decode   # batch-1 decode A/B, one traced
-#   bash bench/h200_full.sh pending   # what session 5 left unmeasured (SDPA beside kv_fp8, mxfp4.gemv_frag, crossover)
+#   CROSS_PARTS=none bash bench/h200_full.sh pending   # what session 6 left unmeasured (kv_fp8 swz build beside SDPA; crossover)
 #   TESTS="t1 t2@VAR=v" bash bench/h200_full.sh tests   # named GPU tests (+ crossover parts in CROSS_PARTS)
 # Writes everything under $OUT and packs each part's files into one tar ($OUT/<part>.tar.xz: a device call brings
 # back at most 8 files), then prints a short summary.  Environment: TESTS (kernels part), BIN (.device/bin).
@@ -81,17 +81,16 @@ tests)
     CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
   ;;
 pending)
-  # what session 5 left unmeasured, in order of worth (docs/perf.md, Session 5; over 10 min with the crossover:
-  # CROSS_PARTS=none, then the crossover in a second call): kv_fp8 decode beside torch SDPA in
-  # one call, mxfp4.gemv_frag's timing then its full correctness run, and the policies' crossover after the fused
-  # activation quantizers changed the W8A8 side
-  step anchors_attn 90 python3 "$HERE/anchors_attn.py"
-  step kv_fp8 150 "$BIN/test_gpu_kv_fp8"
-  step mxfp4-timing 120 env QC_MXF_TIMING_ONLY=1 "$BIN/test_gpu_mxfp4"
-  step mxfp4 200 "$BIN/test_gpu_mxfp4"
+  # what session 6 left unmeasured (docs/perf.md, Session 6), in order of worth: the kv_fp8 decode's conflict-free
+  # warp combine (QC_DEC_SWZ=1, build "swz": every decode correctness case, then timed beside the default) with
+  # torch SDPA three times in the same call; then the policies' crossover after the fused activation quantizers
+  # changed the W8A8 side (over 10 min together: CROSS_PARTS=none here, the crossover in a second call)
+  for i in 1 2 3; do step anchors_attn-$i 60 python3 "$HERE/anchors_attn.py"; done
+  step kv_fp8-swz 200 env QC_KV_DEC_VARIANTS=default,swz QC_KV_TIMING_ONLY=1 QC_KV_DECODE_CASES=1 \
+    "$BIN/test_gpu_kv_fp8"
   [ "${CROSS_PARTS:-b}" != none ] && step crossover ${CROSS_T:-200} env OUT="$W/crossover" PARTS="${CROSS_PARTS:-b}" \
     CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
-  grep -hE "SUMMARY|RATIO|sdpa" "$W"/*.txt | head -40
+  grep -hE "SUMMARY|passed|torch_sdpa" "$W"/*.txt | head -40
   ;;
 decode)
   # batch-1 decode of Llama-3-8B per format, each optionally with environment settings after '@' (A/B runs of a

@@ -62,9 +62,9 @@ static struct {
 #define DEC_ONE_LAYER 132 /* one v2 CTA per SM (132 SMs) */
 
 /* dynamic shared memory of the v2 decode (decode.cu's qc_dec_v2_smem): a
- * ring of stages + 1 blocks (32 D bytes) per warp, or the warps' combine */
+ * ring of stages + 1 blocks (32 D bytes) per warp, or the warps' combine (rows of D + 4 floats) */
 static uint32_t dec_v2_smem(int stages, int64_t hd) {
-    int64_t ring = 4 * (stages + 1) * 32 * hd, comb = 4 * 16 * hd * 4 + 2 * 4 * 16 * 4;
+    int64_t ring = 4 * (stages + 1) * 32 * hd, comb = 4 * 16 * (hd + 4) * 4 + 2 * 4 * 16 * 4;
     return (uint32_t)(ring > comb ? ring : comb);
 }
 

@@ -55,6 +55,8 @@ static const dec_variant DEC_VARIANTS[] = {
      {"-DQC_DEC_V2=1", "-DQC_DEC_STAGES=4", "-DQC_DEC_FUSE=0", NULL}, 264, 4, 1, 1, 0},
     {"pipe264", "first kernel with QC_DEC_PIPE=1 (next block prefetched), 2 CTAs/SM, partitions for 264 slots",
      {"-DQC_DEC_V2=0", "-DQC_DEC_PIPE=1", NULL}, 264, 0, 0, 1, 0},
+    {"swz", "v2 whose warp combine stores rows padded and permuted (QC_DEC_SWZ=1: no bank conflicts)",
+     {"-DQC_DEC_SWZ=1", NULL}, 0, 0, 0, 1, 0},
     {"probe1", "timing probe: v2's first round alone", {"-DQC_DEC_PROBE=1", NULL}, 0, 0, 0, 1, 1},
     {"probe2", "timing probe: v2 without the fused combine", {"-DQC_DEC_PROBE=2", NULL}, 0, 0, 0, 1, 1},
     {"probe3", "timing probe: v2's loads without the block math", {"-DQC_DEC_PROBE=3", NULL}, 0, 0, 0, 1, 1},
@@ -102,7 +104,7 @@ static int parts_at(int n_seqs, int n_kv_heads, int max_blocks, int slots) {
 
 /* decode.cu's qc_dec_v2_smem: a ring of stages + 1 blocks (32 hd bytes) per warp, or the warps' combine */
 static uint32_t v2_smem(int stages, int hd) {
-    uint32_t ring = 4u * (uint32_t)(stages + 1) * 32u * (uint32_t)hd, comb = 256u * (uint32_t)hd + 512u;
+    uint32_t ring = 4u * (uint32_t)(stages + 1) * 32u * (uint32_t)hd, comb = 256u * (uint32_t)(hd + 4) + 512u;
     return ring > comb ? ring : comb;
 }
 
@@ -1022,10 +1024,13 @@ int main(void) {
         c.timed = -1;
         if (ok) {
             double t0 = qc_now_seconds();
-            /* QC_KV_TIMING_ONLY=1: the timed cases alone (each still checked), for quick A/B runs */
+            /* QC_KV_TIMING_ONLY=1: the timed cases alone (each still checked, sampled), for quick A/B runs */
             const char *to = getenv("QC_KV_TIMING_ONLY");
             int timing_only = to && atoi(to) == 1;
+            /* QC_KV_DECODE_CASES=1 with it: the decode's correctness cases too */
+            const char *dc = getenv("QC_KV_DECODE_CASES");
             if (!timing_only) write_cases(&c), decode_cases(&c), prefill_cases(&c);
+            else if (dc && atoi(dc) == 1) decode_cases(&c);
             printf("%s: correctness cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             timing_cases(&c);
             if (!timing_only) engine_case(&c);

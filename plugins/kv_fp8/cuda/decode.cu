@@ -43,6 +43,13 @@
  *     4 a return at entry (the launch alone), 5 the first two rounds (the
  *     block-table entries) alone;
  *     0 (default) the kernel. */
+/*   QC_DEC_SWZ 1: v2's warp combine stores its rows padded and permuted in
+ *     shared memory (no bank conflicts); 0 (default until a GPU run has
+ *     checked and timed 1): the plain layout, a 29.6-way conflict on every
+ *     store (ncu, B = 1 x 1K). */
+#ifndef QC_DEC_SWZ
+#define QC_DEC_SWZ 0
+#endif
 #ifndef QC_DEC_PROBE
 #define QC_DEC_PROBE 0
 #endif
@@ -475,9 +482,9 @@ template <int D> __device__ __forceinline__ int qc_v2_vofs(int row, int ch) {
 }
 /* dynamic shared memory the v2 decode needs: the ring, or the warps' combine if larger */
 __host__ __device__ constexpr int qc_dec_v2_smem(int D) {
-    return QC_DEC_WARPS * QC_DEC_BUFS * 32 * D > QC_DEC_WARPS * 16 * D * 4 + 2 * QC_DEC_WARPS * 16 * 4
+    return QC_DEC_WARPS * QC_DEC_BUFS * 32 * D > QC_DEC_WARPS * 16 * (D + 4) * 4 + 2 * QC_DEC_WARPS * 16 * 4
                ? QC_DEC_WARPS * QC_DEC_BUFS * 32 * D
-               : QC_DEC_WARPS * 16 * D * 4 + 2 * QC_DEC_WARPS * 16 * 4;
+               : QC_DEC_WARPS * 16 * (D + 4) * 4 + 2 * QC_DEC_WARPS * 16 * 4;
 }
 __device__ __forceinline__ void qc_cp16(u32 dst, const void *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
@@ -720,17 +727,29 @@ __device__ __forceinline__ void qc_decode8_v2(const float *q, const u8 *kc, cons
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
 
-    /* combine the warps as qc_decode8 does, in the ring's memory once every warp is done with it */
+    /* combine the warps as qc_decode8 does, in the ring's memory once every warp is done with it.
+     * QC_DEC_SWZ: rows SD = D + 4 floats apart, dim d = VW (2t + e) + n of a row at 8n + t + 4e, so that
+     * the 32 lanes of a store (g, t) hit 32 banks (4g + t); the plain layout put them all in one bank
+     * (ncu: a 29.6-way conflict on every shared store, up to 3 us of a B = 1 x 1K launch). */
+#if QC_DEC_SWZ
+    constexpr int SD = D + 4;
+#else
+    constexpr int SD = D;
+#endif
     float *sm = (float *)dsm;
-    float *so = sm, *sm_m = sm + QC_DEC_WARPS * 16 * D, *sm_l = sm_m + QC_DEC_WARPS * 16;
+    float *so = sm, *sm_m = sm + QC_DEC_WARPS * 16 * SD, *sm_l = sm_m + QC_DEC_WARPS * 16;
     __syncthreads();
 #pragma unroll
     for (int n = 0; n < VW; n++)
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-            int d = VW * (2 * t + e) + n;
-            so[(warp * 16 + g) * D + d] = o[n][e];
-            so[(warp * 16 + g + 8) * D + d] = o[n][2 + e];
+#if QC_DEC_SWZ
+            const int c = 8 * n + t + 4 * e;
+#else
+            const int c = VW * (2 * t + e) + n;
+#endif
+            so[(warp * 16 + g) * SD + c] = o[n][e];
+            so[(warp * 16 + g + 8) * SD + c] = o[n][2 + e];
         }
     if (t == 0) {
         sm_m[warp * 16 + g] = m0;
@@ -742,7 +761,13 @@ __device__ __forceinline__ void qc_decode8_v2(const float *q, const u8 *kc, cons
     const long long pair0 = (long long)seq * n_heads + h0;
     float *ml = work + (long long)n_seqs * n_heads * nparts * D;
     for (int i = threadIdx.x; i < hn * D; i += blockDim.x) {
-        int r = i / D, d = i - r * D;
+        /* c: the position in the shared row (consecutive lanes, no conflict); d: the dim it holds */
+        const int r = i / D, c = i - r * D;
+#if QC_DEC_SWZ
+        const int d = VW * (2 * (c & 3) + ((c >> 2) & 1)) + (c >> 3);
+#else
+        const int d = c;
+#endif
         float mm = QC_NEG_INF;
 #pragma unroll
         for (int w = 0; w < QC_DEC_WARPS; w++) mm = fmaxf(mm, sm_m[w * 16 + r]);
@@ -750,7 +775,7 @@ __device__ __forceinline__ void qc_decode8_v2(const float *q, const u8 *kc, cons
 #pragma unroll
         for (int w = 0; w < QC_DEC_WARPS; w++) {
             float f = sm_m[w * 16 + r] == QC_NEG_INF ? 0.f : exp2f(sm_m[w * 16 + r] - mm);
-            acc += f * so[(w * 16 + r) * D + d];
+            acc += f * so[(w * 16 + r) * SD + c];
             l += f * sm_l[w * 16 + r];
         }
         acc *= vmul;
