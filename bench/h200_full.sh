@@ -88,9 +88,12 @@ pending)
   for i in 1 2 3; do step anchors_attn-$i 60 python3 "$HERE/anchors_attn.py"; done
   step kv_fp8-swz 200 env QC_KV_DEC_VARIANTS=default,swz QC_KV_TIMING_ONLY=1 QC_KV_DECODE_CASES=1 \
     "$BIN/test_gpu_kv_fp8"
+  # the same layout in the core's bf16 decode (QC_ATTN_DEC_SWZ=1), correctness and timings against the default
+  step attn 150 "$BIN/test_gpu_attn"
+  step attn-swz 150 env QC_ATTN_DEC_SWZ=1 "$BIN/test_gpu_attn"
   [ "${CROSS_PARTS:-b}" != none ] && step crossover ${CROSS_T:-200} env OUT="$W/crossover" PARTS="${CROSS_PARTS:-b}" \
     CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
-  grep -hE "SUMMARY|passed|torch_sdpa" "$W"/*.txt | head -40
+  grep -hE "SUMMARY|passed|torch_sdpa|TIME.*decode" "$W"/*.txt | head -60
   ;;
 decode)
   # batch-1 decode of Llama-3-8B per format, each optionally with environment settings after '@' (A/B runs of a

@@ -86,6 +86,9 @@
     "#define QC_PF_ROWS " STR(PF_ROWS) "\n" \
     "#define QC_PF_KV " STR(PF_KV) "\n" \
     "#define QC_LOG2E 1.4426950408889634f\n" \
+    "#ifndef QC_ATTN_SWZ /* 1: the decode's warp combine without shared-memory bank conflicts */\n" \
+    "#define QC_ATTN_SWZ 0\n" \
+    "#endif\n" \
     "#define QC_NEG_INF __int_as_float(0xff800000)\n" \
     "\n" \
     "__device__ __forceinline__ unsigned short qc_f2bf(float f) {\n" \
@@ -347,7 +350,10 @@ static const char DECODE_SRC[] = ATTN_COMMON
     "    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);\n"
     "\n"
     "    /* combine the warps: sm = [warps][16 rows][D] of o, then [warps][16] m and l */\n"
-    "    float *so = sm, *sm_m = sm + QC_DEC_WARPS * 16 * D, *sm_l = sm_m + QC_DEC_WARPS * 16;\n"
+    "    /* QC_ATTN_SWZ: rows SD = D + 4 floats apart and n-tile n = 8dd + j, column 2t + e at 8n + t + 4e, so\n"
+    "       that the 32 lanes of a store hit 32 banks (4g + t); 0: dim order, a 16-way conflict per store */\n"
+    "    constexpr int SD = D + 4 * QC_ATTN_SWZ;\n"
+    "    float *so = sm, *sm_m = sm + QC_DEC_WARPS * 16 * SD, *sm_l = sm_m + QC_DEC_WARPS * 16;\n"
     "    /* thread (g, t) holds rows g, g+8, dims 64dd + 16t + 2(j&1)... : n-tile (dd, j), column 2t+e is\n"
     "       dim 64dd + 8(2t+e) + j */\n"
     "#pragma unroll\n"
@@ -356,9 +362,13 @@ static const char DECODE_SRC[] = ATTN_COMMON
     "        for (int j = 0; j < 8; j++)\n"
     "#pragma unroll\n"
     "            for (int e = 0; e < 2; e++) {\n"
-    "                int d = 64 * dd + 8 * (2 * t + e) + j;\n"
-    "                so[(warp * 16 + g) * D + d] = o[dd * 8 + j][e];\n"
-    "                so[(warp * 16 + g + 8) * D + d] = o[dd * 8 + j][2 + e];\n"
+    "#if QC_ATTN_SWZ\n"
+    "                const int c = 8 * (dd * 8 + j) + t + 4 * e;\n"
+    "#else\n"
+    "                const int c = 64 * dd + 8 * (2 * t + e) + j;\n"
+    "#endif\n"
+    "                so[(warp * 16 + g) * SD + c] = o[dd * 8 + j][e];\n"
+    "                so[(warp * 16 + g + 8) * SD + c] = o[dd * 8 + j][2 + e];\n"
     "            }\n"
     "    if (t == 0) {\n"
     "        sm_m[warp * 16 + g] = m0;\n"
@@ -369,7 +379,12 @@ static const char DECODE_SRC[] = ATTN_COMMON
     "    __syncthreads();\n"
     "    const long long pair0 = (long long)seq * n_heads + h0;\n"
     "    for (int i = threadIdx.x; i < hn * D; i += blockDim.x) {\n"
-    "        int r = i / D, d = i - r * D;\n"
+    "        const int r = i / D, c = i - r * D; /* c: the position in the shared row, d: its dim */\n"
+    "#if QC_ATTN_SWZ\n"
+    "        const int d = 64 * (c >> 6) + 8 * (2 * (c & 3) + ((c >> 2) & 1)) + ((c >> 3) & 7);\n"
+    "#else\n"
+    "        const int d = c;\n"
+    "#endif\n"
     "        float mm = QC_NEG_INF;\n"
     "#pragma unroll\n"
     "        for (int w = 0; w < QC_DEC_WARPS; w++) mm = fmaxf(mm, sm_m[w * 16 + r]);\n"
@@ -377,7 +392,7 @@ static const char DECODE_SRC[] = ATTN_COMMON
     "#pragma unroll\n"
     "        for (int w = 0; w < QC_DEC_WARPS; w++) {\n"
     "            float f = sm_m[w * 16 + r] == QC_NEG_INF ? 0.f : exp2f(sm_m[w * 16 + r] - mm);\n"
-    "            acc += f * so[(w * 16 + r) * D + d];\n"
+    "            acc += f * so[(w * 16 + r) * SD + c];\n"
     "            l += f * sm_l[w * 16 + r];\n"
     "        }\n"
     "        if (nused <= 1) {\n"
@@ -399,7 +414,7 @@ static const char DECODE_SRC[] = ATTN_COMMON
     "    qc_attn_decode(const float *q, const unsigned short *k_cache, const unsigned short *v_cache,\n"
     "                   const int *block_tables, const int *ctx_lens, float *out, float *work, int n_seqs, int n_heads,\n"
     "                   int n_kv_heads, int head_dim, int max_blocks, float scale) {\n"
-    "    __shared__ __align__(16) float sm[QC_DEC_WARPS * 16 * 128 + 2 * QC_DEC_WARPS * 16];\n"
+    "    __shared__ __align__(16) float sm[QC_DEC_WARPS * 16 * (128 + 4 * QC_ATTN_SWZ) + 2 * QC_DEC_WARPS * 16];\n"
     "    if (!qc_attn_shape_ok(n_heads, n_kv_heads, head_dim) || max_blocks <= 0) {\n"
     "        /* an unsupported shape: every output is NaN (the engine checks first) */\n"
     "        long long total = (long long)n_seqs * n_heads * head_dim;\n"
@@ -970,7 +985,7 @@ static const qc_kernel_param PREFILL_PARAMS[] = {
 #define N_OF(a) (uint32_t)(sizeof(a) / sizeof((a)[0]))
 
 qc_status qc_attn_kernels_register(const qc_host_api *api, qc_host *host) {
-    const qc_kernel_desc ks[] = {
+    qc_kernel_desc ks[] = {
         qc_core_kernel_desc("core.kv_write", KV_WRITE_PARAMS, N_OF(KV_WRITE_PARAMS), (void (*)(void))kv_write_ref,
                     KV_WRITE_SRC, "qc_attn_kv_write", kv_write_pdims),
         qc_core_kernel_desc("core.attn_decode", DECODE_PARAMS, N_OF(DECODE_PARAMS), (void (*)(void))attn_decode_ref,
@@ -980,6 +995,11 @@ qc_status qc_attn_kernels_register(const qc_host_api *api, qc_host *host) {
         qc_core_kernel_desc("core.attn_prefill", PREFILL_PARAMS, N_OF(PREFILL_PARAMS), (void (*)(void))attn_prefill_ref,
                     PREFILL_SRC, "qc_attn_prefill", prefill_pdims),
     };
+    /* QC_ATTN_DEC_SWZ=1: the decode (and its reduce, one build) with QC_ATTN_SWZ=1, a conflict-free warp
+     * combine that no GPU run has checked yet (docs/perf.md, Session 6); 0 stays the default until one has */
+    static const char *const swz_opts[] = {"-DQC_ATTN_SWZ=1", NULL};
+    const char *swz = getenv("QC_ATTN_DEC_SWZ");
+    if (swz && strcmp(swz, "1") == 0) ks[1].nvrtc_options = ks[2].nvrtc_options = swz_opts;
     qc_status st = QC_OK;
     for (size_t i = 0; st == QC_OK && i < sizeof ks / sizeof ks[0]; i++) st = api->register_kernel(host, &ks[i]);
     return st;
