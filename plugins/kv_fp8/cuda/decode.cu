@@ -448,8 +448,8 @@ __device__ __forceinline__ void qc_decode8(const float *q, const u8 *kc, const u
 /* ---- QC_DEC_V2: the latency-cut decode ----
  *
  * Dependent global round trips on one CTA's critical path (B = 1 x 1024
- * tokens, 32/8 heads, d 128: 17 partitions, 16 used, 64 tokens = one block
- * per warp; B = 16 x 32768: 3 partitions of 683 blocks, 171 per warp):
+ * tokens, 32/8 heads, d 128: 16 partitions (v2: one CTA per SM), 64 tokens
+ * = one block per warp; B = 16 x 32768: 2 partitions, 256 blocks per warp):
  *   first kernel: (1) ctx_lens and the scales, (2) the block-table entries and
  *   q (after the ctx-dependent return), (3) the K/V codes of a block, then one
  *   round per block per warp (load, wait, compute: 1 at 1K, 171 at 32K, with
