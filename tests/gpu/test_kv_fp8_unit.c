@@ -91,19 +91,16 @@ static void geometry(qc_runtime *rt) {
     d->launch_dims(&p, &ld);
     CHECK(ld.shared_bytes == V2_SMEM_64, "decode d 64: %u bytes of shared memory", ld.shared_bytes);
     /* B = 1 x 1024 tokens (65 table columns) and x 32K: 16 partitions (8 kv heads x 16 = 132 SMs' one CTA
-     * each, 64 tokens each at 1K); B = 16 x 32K: 2 */
-    qc_attn_problem(&p, 1, 32, 8, 128, 65);
-    d->launch_dims(&p, &ld);
-    CHECK(ld.grid[0] == 16, "decode B=1 x 1K: %u partitions", ld.grid[0]);
-    qc_attn_problem(&p, 1, 32, 8, 128, 2049);
-    d->launch_dims(&p, &ld);
-    CHECK(ld.grid[0] == 16, "decode B=1 x 32K: %u partitions", ld.grid[0]);
-    qc_attn_problem(&p, 1, 32, 8, 128, 2);
-    d->launch_dims(&p, &ld);
-    CHECK(ld.grid[0] == 1, "decode B=1 x 32 tokens: %u partitions", ld.grid[0]);
-    qc_attn_problem(&p, 16, 32, 8, 128, 2049);
-    d->launch_dims(&p, &ld);
-    CHECK(ld.grid[0] == 2, "decode B=16 x 32K: %u partitions", ld.grid[0]);
+     * each, 64 tokens each at 1K); 32 tokens: 1; B = 16 x 32K: 2 (two CTAs per SM by the cost formula) */
+    static const struct {
+        int seqs, blocks, parts;
+    } want[] = {{1, 65, 16}, {1, 2049, 16}, {1, 2, 1}, {16, 2049, 2}};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        qc_attn_problem(&p, want[i].seqs, 32, 8, 128, want[i].blocks);
+        d->launch_dims(&p, &ld);
+        CHECK(ld.grid[0] == (uint32_t)want[i].parts, "decode B=%d x %d blocks: %u partitions, want %d", want[i].seqs,
+              want[i].blocks, ld.grid[0], want[i].parts);
+    }
     qc_attn_problem(&p, 2048, 32, 8, 128, 1);
     pf->launch_dims(&p, &ld);
     CHECK(ld.grid[0] == 2048 * 4 / 64 + 1 && ld.grid[1] == 8 && ld.shared_bytes == 49152, "prefill dims %u %u %u",
