@@ -35,35 +35,10 @@
 #define EMU_ASAN 0
 #endif
 
-struct uint4 { unsigned x, y, z, w; };
-struct uint2 { unsigned x, y; };
-struct float4 { float x, y, z, w; };
-struct float2 { float x, y; };
-static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
-static inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
-static inline float2 make_float2(float a, float b) { return {a, b}; }
-struct dim3 { unsigned x = 1, y = 1, z = 1; };
-#define __device__
-#define __host__
-#define __forceinline__ inline
-#define __noinline__
-#define __global__
-#define __shared__ static
-#define __launch_bounds__(...)
-#define __align__(a)
+#include "../../../../tests/emu/cuda_shim.h"
 
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
-static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
-static inline float __int_as_float(int u) { float f; memcpy(&f, &u, 4); return f; }
-static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
-static inline unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
-    unsigned char by[8];
-    for (int i = 0; i < 4; i++) by[i] = (a >> (8 * i)) & 255, by[4 + i] = (b >> (8 * i)) & 255;
-    unsigned r = 0;
-    for (int i = 0; i < 4; i++) r |= (unsigned)by[(s >> (4 * i)) & 7] << (8 * i);
-    return r;
-}
 
 [[noreturn]] static void emu_die(const char *what) {
     printf("FAIL: emulation: %s\n", what);

@@ -15,27 +15,10 @@
 #include <cstring>
 #include <thread>
 #include <vector>
-struct uint4 { unsigned x, y, z, w; };
-static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
-struct dim3 { unsigned x = 1, y = 1, z = 1; };
+#include "../../../../tests/emu/cuda_shim.h"
 thread_local dim3 threadIdx, blockIdx;
 dim3 gridDim, blockDim;
-#define __device__
-#define __forceinline__ inline
-#define __global__
-#define __shared__ static
-#define __launch_bounds__(...)
-#define __align__(a)
 template <class T> static inline T __ldg(const T *p) { return *p; }
-static inline unsigned __byte_perm(unsigned a, unsigned b, unsigned s) {
-    unsigned char by[8];
-    for (int i = 0; i < 4; i++) by[i] = (a >> (8 * i)) & 255, by[4 + i] = (b >> (8 * i)) & 255;
-    unsigned r = 0;
-    for (int i = 0; i < 4; i++) r |= (unsigned)by[(s >> (4 * i)) & 7] << (8 * i);
-    return r;
-}
-static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
-static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 struct Warp { std::barrier<> *bar; unsigned a[32][4], b[32][2]; float c[32][4]; bool v[32]; };
 static Warp g_warps[32];
 static std::barrier<> *g_block;
