@@ -598,19 +598,17 @@ qc_status qc_gpu_kernel_load(qc_gpu *g, qc_nvrtc *nv, const qc_kernel_desc *k, q
  * launch cost no GPU time, this saves the host a driver call per launch).
  * Nonzero (err set) on failure. */
 static int smem_optin(qc_gpu *g, CUfunction f, unsigned bytes, char *err, size_t errlen) {
-    function_rec *r = NULL;
+    size_t i = 0; /* the record's index (records are only appended, so it stays valid unlocked) */
     pthread_mutex_lock(&g->mu);
-    for (size_t i = 0; i < g->n_fns && !r; i++)
-        if (g->fns[i].fn == f) r = &g->fns[i];
-    int done = r && r->smem_optin >= bytes;
+    while (i < g->n_fns && g->fns[i].fn != f) i++;
+    const int known = i < g->n_fns, done = known && g->fns[i].smem_optin >= bytes;
     pthread_mutex_unlock(&g->mu);
     if (done) return 0;
     if (cu_fail(g, g->cu.cuFuncSetAttribute(f, CU_FUNC_ATTR_MAX_DYNAMIC_SMEM, (int)bytes), err, errlen,
                 "%u bytes of dynamic shared memory (device allows %zu)", bytes, g->info.smem_optin))
         return 1;
     pthread_mutex_lock(&g->mu);
-    for (size_t i = 0; i < g->n_fns; i++)
-        if (g->fns[i].fn == f && g->fns[i].smem_optin < bytes) g->fns[i].smem_optin = bytes;
+    if (known && g->fns[i].smem_optin < bytes) g->fns[i].smem_optin = bytes;
     pthread_mutex_unlock(&g->mu);
     return 0;
 }

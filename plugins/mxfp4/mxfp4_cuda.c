@@ -606,11 +606,11 @@ qc_status mxfp4_cuda_register(const qc_host_api *api, qc_host *host, void (*bx_r
     qc_kernel_desc b100 = gemv;
     b100.id = "mxfp4.gemv_sm100";
     b100.arch = (qc_arch_range){100, 100};
-    /* mxfp4.gemv_frag first, for M <= 4, where it is the faster one on the H200 (session 6, time ratio to
-     * mxfp4.gemv at M = 1 / 4: gate_up 0.96 / 0.90-0.95, down 0.87-0.92 / 0.89-0.90, o 0.85-0.94 / 0.98-1.10,
-     * qkv 1.09-1.10 / 1.12-1.14: a batch-1 step's four linears 5% faster; at M = 16 gate_up takes 1.5x);
-     * mxfp4.gemv from M = 5.  QC_MXF_FRAG=off registers it behind mxfp4.gemv for M 1..16 (never picked: A/B
-     * runs); its tests run it by id either way. */
+    /* mxfp4.gemv_frag first, for M <= 4 (H200, session 6: against mxfp4.gemv it wins on o and down, loses on
+     * qkv and by up to 10% on gate_up in gemm-bench, the GPU test's timing had gate_up the other way; the
+     * batch-1 Llama-3-8B step 1.1% faster; at M = 16 gate_up takes 1.5x), mxfp4.gemv from M = 5.
+     * QC_MXF_FRAG=off registers it behind mxfp4.gemv for M 1..16 (never picked: A/B runs); its tests run it
+     * by id either way. */
     const char *fenv = getenv("QC_MXF_FRAG");
     int frag_first = !(fenv && strcmp(fenv, "off") == 0);
     qc_status st = frag_first ? mxfp4_frag_register(api, host, bx_ref, MXF_FRAG_M_MAX) : api->register_kernel(host, &gemv);

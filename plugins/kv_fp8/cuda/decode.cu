@@ -37,12 +37,6 @@
 #ifndef QC_DEC_FUSE
 #define QC_DEC_FUSE 1
 #endif
-/*   QC_DEC_PROBE (timing probes of the v2 kernel, wrong results; the GPU test
- *     times them to place the time of one launch): 1 the prologue's first
- *     round alone, 2 no fused combine, 3 the loads without the block math,
- *     4 a return at entry (the launch alone), 5 the first two rounds (the
- *     block-table entries) alone;
- *     0 (default) the kernel. */
 /*   QC_DEC_SWZ 1: v2's warp combine stores its rows padded and permuted in
  *     shared memory (no bank conflicts); 0 (default until a GPU run has
  *     checked and timed 1): the plain layout, a 29.6-way conflict on every
@@ -50,6 +44,12 @@
 #ifndef QC_DEC_SWZ
 #define QC_DEC_SWZ 0
 #endif
+/*   QC_DEC_PROBE (timing probes of the v2 kernel, wrong results; the GPU test
+ *     times them to place the time of one launch): 1 the prologue's first
+ *     round alone, 2 no fused combine, 3 the loads without the block math,
+ *     4 a return at entry (the launch alone), 5 the first two rounds (the
+ *     block-table entries) alone;
+ *     0 (default) the kernel. */
 #ifndef QC_DEC_PROBE
 #define QC_DEC_PROBE 0
 #endif
