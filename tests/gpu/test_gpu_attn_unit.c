@@ -228,12 +228,16 @@ static void compiles(qc_runtime *rt) {
     for (size_t i = 0; i < N_IDS; i++) {
         const qc_kernel_desc *k = qc_kernel_find(rt, IDS[i]);
         if (!k) continue;
-        for (int a = 0; a < 2; a++) {
+        /* the decode also in its old warp-combine layout (QC_ATTN_DEC_SWZ=0 selects it at run time) */
+        static const char *const noswz[] = {"-DQC_ATTN_SWZ=0", NULL};
+        int builds = strcmp(k->id, "core.attn_decode") == 0 ? 4 : 2;
+        for (int a = 0; a < builds; a++) {
             qc_cubin c;
             qc_reason why;
-            qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, k->nvrtc_options, a ? 90 : 80,
-                                            a, &c, &why);
-            CHECK(st == QC_OK, "%s for %s: %s: %s", k->id, c.target, why.code, why.text);
+            qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry,
+                                            a < 2 ? k->nvrtc_options : noswz, a % 2 ? 90 : 80, a % 2, &c, &why);
+            CHECK(st == QC_OK, "%s%s for %s: %s: %s", k->id, a < 2 ? "" : " (QC_ATTN_SWZ=0)", c.target, why.code,
+                  why.text);
             if (st == QC_OK) built++;
             qc_cubin_free(&c);
         }

@@ -241,7 +241,7 @@ static void compiles(qc_runtime *rt) {
                         {"-DQC_DEC_STAGES=1", NULL, 0},
                         {"-DQC_DEC_STAGES=2", NULL, 0},
                         {"-DQC_DEC_STAGES=3", NULL, 0},
-                        {"-DQC_DEC_SWZ=1", NULL, 1},
+                        {"-DQC_DEC_SWZ=0", NULL, 1},
                         {"-DQC_DEC_PROBE=1", NULL, 0},
                         {"-DQC_DEC_PROBE=2", NULL, 0},
                         {"-DQC_DEC_PROBE=3", NULL, 0},
