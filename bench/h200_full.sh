@@ -6,7 +6,10 @@
 #   bash bench/h200_full.sh model     # crossover (gemm part + policies vs fixed formats), seed 002's table, prefill
 #   bash bench/h200_full.sh prefill   # a traced 2048-token prefill per format and where its time goes
 #   DECODE="mxfp4 mxfp4@QC_MXF_FRAG=off" bash bench/h200_full.sh decode   # batch-1 decode A/B, one traced
-#   CROSS_PARTS=none bash bench/h200_full.sh pending   # what session 6 left unmeasured (kv_fp8 swz build beside SDPA; crossover)
+#   bash bench/h200_full.sh pending                    # what earlier sessions left unmeasured (the crossover)
+#   bash bench/h200_full.sh attn                       # issue 8: SDPA x3, kv_fp8 and bf16 decode timings
+#   NCU_SPECS="name|regex|skip|qcore args" bash bench/h200_full.sh profile   # ncu reports
+#   AB_FORMATS=fp8 AB_KERNELS=k1,k2 AB_VARIANTS="name|VAR=v" bash bench/h200_full.sh ab   # A/B builds + anchors
 #   TESTS="t1 t2@VAR=v" bash bench/h200_full.sh tests   # named GPU tests (+ crossover parts in CROSS_PARTS)
 # Writes everything under $OUT and packs each part's files into one tar ($OUT/<part>.tar.xz: a device call brings
 # back at most 8 files), then prints a short summary.  Environment: TESTS (kernels part), BIN (.device/bin).
@@ -81,19 +84,41 @@ tests)
     CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
   ;;
 pending)
-  # what session 6 left unmeasured (docs/perf.md, Session 6), in order of worth: the kv_fp8 decode's conflict-free
-  # warp combine (QC_DEC_SWZ=1, build "swz": every decode correctness case, then timed beside the default) with
-  # torch SDPA three times in the same call; then the policies' crossover after the fused activation quantizers
-  # changed the W8A8 side (over 10 min together: CROSS_PARTS=none here, the crossover in a second call)
+  # what earlier sessions left unmeasured: the policies' crossover after the fused activation quantizers changed
+  # the W8A8 side (docs/crossover.md)
+  step crossover ${CROSS_T:-200} env OUT="$W/crossover" PARTS="${CROSS_PARTS:-b}" CONC=${CONC:-1,16,64,256} \
+    bash "$HERE/crossover.sh" "$BIN"
+  tail -30 "$W/crossover.txt"
+  ;;
+attn)
+  # issue 8's two speed targets with the registered kernels: torch SDPA three times, kv_fp8's timed decode cases
+  # (each checked on sampled rows) and the core's bf16 decode, all in one call
   for i in 1 2 3; do step anchors_attn-$i 60 python3 "$HERE/anchors_attn.py"; done
-  step kv_fp8-swz 200 env QC_KV_DEC_VARIANTS=default,swz QC_KV_TIMING_ONLY=1 QC_KV_DECODE_CASES=1 \
-    "$BIN/test_gpu_kv_fp8"
-  # the same layout in the core's bf16 decode (QC_ATTN_DEC_SWZ=1), correctness and timings against the default
+  step kv_fp8 150 env QC_KV_TIMING_ONLY=1 "$BIN/test_gpu_kv_fp8"
   step attn 150 "$BIN/test_gpu_attn"
-  step attn-swz 150 env QC_ATTN_DEC_SWZ=1 "$BIN/test_gpu_attn"
-  [ "${CROSS_PARTS:-b}" != none ] && step crossover ${CROSS_T:-200} env OUT="$W/crossover" PARTS="${CROSS_PARTS:-b}" \
-    CONC=${CONC:-1,16,64,256} bash "$HERE/crossover.sh" "$BIN"
   grep -hE "SUMMARY|passed|torch_sdpa|TIME.*decode" "$W"/*.txt | head -60
+  ;;
+ab)
+  # A/B builds of linear kernels in one call: gemm-bench with the PyTorch anchors for the registered kernels, then
+  # gemm-bench again per variant (AB_VARIANTS: "name|VAR=value VAR2=value" lines, e.g. QC_FP8_WGMMA_OPTS=...),
+  # and one table of every run's times (bench/ab_table.py).  AB_FORMATS, AB_KERNELS, AB_M select the rows.
+  step base 300 env OUT="$W/base" M="${AB_M:-1024,4096}" bash "$HERE/gemm_bench.sh" "$BIN" --iters 10 \
+    --formats "${AB_FORMATS:?}" --kernels "${AB_KERNELS:?}"
+  runs=("base=$W/base/gemm.json")
+  while IFS='|' read -r name envs; do
+    [ -z "$name" ] && continue
+    # shellcheck disable=SC2086
+    step "ab-$name" 200 env $envs "$BIN/qcore" gemm-bench --m "${AB_M:-1024,4096}" --iters 10 \
+      --formats "$AB_FORMATS" --kernels "$AB_KERNELS" --json "$W/ab-$name.json"
+    runs+=("$name=$W/ab-$name.json")
+  done <<<"${AB_VARIANTS:-}"
+  python3 "$HERE/ab_table.py" "${runs[@]}" --anchors "$W/base/anchors.json" | tee "$W/ab.md"
+  grep -h "WRONG\|rows timed" "$W"/*.txt "$W"/base/gemm.txt | head -20
+  ;;
+profile)
+  # Nsight Compute on chosen launches: NCU_SPECS holds ncu_kernels.sh's specs, one per line
+  mapfile -t specs <<<"${NCU_SPECS:?NCU_SPECS: name|kernel-regex|skip|qcore args, one per line}"
+  OUT="$W" bash "$HERE/ncu_kernels.sh" "$BIN" "${specs[@]}" | tee "$W/summary.txt"
   ;;
 decode)
   # batch-1 decode of Llama-3-8B per format, each optionally with environment settings after '@' (A/B runs of a

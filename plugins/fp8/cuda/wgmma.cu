@@ -25,6 +25,19 @@
  * accumulation inside a stage).  With BN 192 or 160 a tile's columns may span two 128-column weight
  * blocks, split at a multiple of 32 (tiles start at multiples of 32): two scale pairs per stage.
  */
+/* Build options (A/B runs through QC_FP8_WGMMA_OPTS, fp8_kernels.c):
+ *   FP8_ORDER 1: the two consumer warpgroups issue their stages in strict alternation (named barriers 3 and 4),
+ *     so that one's group is queued on the tensor cores while the other waits for its own and promotes;
+ *     0: both issue as soon as a stage lands, and the tensor cores may interleave their groups, finishing
+ *     both late and together with nothing queued during both promotions.
+ *   FP8_SCALE_AHEAD 1 (block mode): the next stage's four scales are loaded one stage ahead; 0: at the
+ *     stage, just before its wait. */
+#ifndef FP8_ORDER
+#define FP8_ORDER 0
+#endif
+#ifndef FP8_SCALE_AHEAD
+#define FP8_SCALE_AHEAD 0
+#endif
 #define WG_SMS 132
 #define WG_BM 128
 #define WG_BK 128 /* K elements (= bytes) per stage */
@@ -170,14 +183,26 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
         const float wt = __ldg(ws); /* the one weight scale */
 #endif
         /* one stage: wait for its bytes, four wgmma k32 into acc (a fresh sum: scale-d 0 on the first) */
+        int issues = 0; /* FP8_ORDER: stages this warpgroup has issued */
         auto issue = [&](int st_) {
             qc_mbar_wait(full + 8 * st_, ph);
+#if FP8_ORDER
+            /* warpgroup 0 issues stage i after warpgroup 1 issued stage i - 1 (barrier 4), warpgroup 1 after
+               warpgroup 0 issued stage i (barrier 3): each barrier completes once per stage, never ahead */
+            if (c == 0 && issues > 0) asm volatile("bar.sync 4, 256;\n" ::: "memory");
+            if (c == 1) asm volatile("bar.sync 3, 256;\n" ::: "memory");
+#endif
             const unsigned sa = base + st_ * STAGE + c * (64 * WG_BK), sb = base + st_ * STAGE + WG_A_BYTES;
             qc_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < WG_BK / 32; kk++) /* 32 k = 32 B further along the swizzled rows */
                 qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0);
             qc_wg_commit();
+#if FP8_ORDER
+            if (c == 0) asm volatile("bar.arrive 3, 256;\n" ::: "memory");
+            if (c == 1) asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+#endif
+            issues++;
         };
         /* Tiles are software-pipelined by one stage: the first stage of a warpgroup's next tile is issued
            before the epilogue of the current one (acc is free once promoted; the epilogue reads only tot),
@@ -216,8 +241,15 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                columns into it */
             const int split = (int)((QC_FP8_BLOCK - (tn * BN) % QC_FP8_BLOCK) / 8);
 #endif
+#if FP8_MODE == 2 && FP8_SCALE_AHEAD
+            float nx0 = xs0[0], nx1 = xs1[0], nwa = wsa[0], nwb = wsb[0];
+#endif
             for (int kt = 0; kt < kt_n; kt++) {
-#if FP8_MODE == 2
+#if FP8_MODE == 2 && FP8_SCALE_AHEAD
+                /* this stage's scales were loaded a stage ago; the next stage's go out now */
+                const float xa0 = nx0, xa1 = nx1, wa = nwa, wb = nwb;
+                if (kt + 1 < kt_n) nx0 = xs0[kt + 1], nx1 = xs1[kt + 1], nwa = wsa[kt + 1], nwb = wsb[kt + 1];
+#elif FP8_MODE == 2
                 /* a_s * w_s, as the reference; loaded before the wait so that the loads overlap it */
                 const float xa0 = xs0[kt], xa1 = xs1[kt], wa = wsa[kt], wb = wsb[kt];
 #endif
@@ -279,6 +311,10 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
         }
+#if FP8_ORDER
+        if (c == 0 && issues > 0) asm volatile("bar.sync 4, 256;\n" ::: "memory"); /* warpgroup 1's last issue */
+#endif
+        (void)issues;
     }
 }
 
