@@ -26,17 +26,10 @@
  * blocks, split at a multiple of 32 (tiles start at multiples of 32): two scale pairs per stage.
  */
 /* Build options (A/B runs through QC_FP8_WGMMA_OPTS, fp8_kernels.c):
- *   FP8_ORDER 1: the two consumer warpgroups issue their stages in strict alternation (named barriers 3 and 4),
- *     so that one's group is queued on the tensor cores while the other waits for its own and promotes;
- *     0: both issue as soon as a stage lands, and the tensor cores may interleave their groups, finishing
- *     both late and together with nothing queued during both promotions.
- *   FP8_SCALE_AHEAD 1 (block mode): the next stage's four scales are loaded one stage ahead; 0: at the
- *     stage, just before its wait. */
-#ifndef FP8_ORDER
-#define FP8_ORDER 0
-#endif
+ *   FP8_SCALE_AHEAD 1 (block mode; default): a stage's four scales are loaded one stage before its promotion;
+ *     0: at the stage, just before its wait (H200, s7: 2-8% slower on every shape). */
 #ifndef FP8_SCALE_AHEAD
-#define FP8_SCALE_AHEAD 0
+#define FP8_SCALE_AHEAD 1
 #endif
 #define WG_SMS 132
 #define WG_BM 128
@@ -182,33 +175,21 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #if FP8_MODE == 1
         const float wt = __ldg(ws); /* the one weight scale */
 #endif
-        /* one stage: wait for its bytes, four wgmma k32 into acc (a fresh sum: scale-d 0 on the first) */
-        int issues = 0; /* FP8_ORDER: stages this warpgroup has issued */
-        auto issue = [&](int st_) {
+        /* one stage: wait for its bytes, four wgmma k32 into d (a fresh sum: scale-d 0 on the first) */
+        auto issue = [&](int st_, float *d) {
             qc_mbar_wait(full + 8 * st_, ph);
-#if FP8_ORDER
-            /* warpgroup 0 issues stage i after warpgroup 1 issued stage i - 1 (barrier 4), warpgroup 1 after
-               warpgroup 0 issued stage i (barrier 3): each barrier completes once per stage, never ahead */
-            if (c == 0 && issues > 0) asm volatile("bar.sync 4, 256;\n" ::: "memory");
-            if (c == 1) asm volatile("bar.sync 3, 256;\n" ::: "memory");
-#endif
             const unsigned sa = base + st_ * STAGE + c * (64 * WG_BK), sb = base + st_ * STAGE + WG_A_BYTES;
             qc_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < WG_BK / 32; kk++) /* 32 k = 32 B further along the swizzled rows */
-                qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0);
+                qc_wgmma<BN>(d, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0);
             qc_wg_commit();
-#if FP8_ORDER
-            if (c == 0) asm volatile("bar.arrive 3, 256;\n" ::: "memory");
-            if (c == 1) asm volatile("bar.arrive 4, 256;\n" ::: "memory");
-#endif
-            issues++;
         };
         /* Tiles are software-pipelined by one stage: the first stage of a warpgroup's next tile is issued
            before the epilogue of the current one (acc is free once promoted; the epilogue reads only tot),
            so the tensor cores work through both warpgroups' next stage while the tile is stored, instead
            of idling from the last wgmma of one tile to the first of the next. */
-        bool issued = false; /* stage 0 of tile t is already in flight */
+        bool issued = false; /* stage 0 of tile t is already in flight (into acc) */
 #pragma unroll
         for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
         for (long long t = blockIdx.x; t < tiles; t += gridDim.x, parity ^= 1) {
@@ -240,43 +221,51 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             /* 8-column chunks of the tile in block b0: 16, or 12 / 8 / 4 for tiles starting 32 / 64 / 96
                columns into it */
             const int split = (int)((QC_FP8_BLOCK - (tn * BN) % QC_FP8_BLOCK) / 8);
+            /* stage kt's scales (x rows r0, r1; weight blocks b0, b1), loaded one stage ahead of use */
+            float sc[4] = {xs0[0], xs1[0], wsa[0], wsb[0]};
+            auto load_sc = [&](int kt) {
+                if (kt < kt_n) sc[0] = xs0[kt], sc[1] = xs1[kt], sc[2] = wsa[kt], sc[3] = wsb[kt];
+            };
 #endif
-#if FP8_MODE == 2 && FP8_SCALE_AHEAD
-            float nx0 = xs0[0], nx1 = xs1[0], nwa = wsa[0], nwb = wsb[0];
-#endif
-            for (int kt = 0; kt < kt_n; kt++) {
-#if FP8_MODE == 2 && FP8_SCALE_AHEAD
-                /* this stage's scales were loaded a stage ago; the next stage's go out now */
-                const float xa0 = nx0, xa1 = nx1, wa = nwa, wb = nwb;
-                if (kt + 1 < kt_n) nx0 = xs0[kt + 1], nx1 = xs1[kt + 1], nwa = wsa[kt + 1], nwb = wsb[kt + 1];
-#elif FP8_MODE == 2
-                /* a_s * w_s, as the reference; loaded before the wait so that the loads overlap it */
-                const float xa0 = xs0[kt], xa1 = xs1[kt], wa = wsa[kt], wb = wsb[kt];
-#endif
-                if (kt > 0 || !issued) issue(s);
-                qc_wg_wait<0>();
-                if (lane == 0) qc_mbar_arrive(empty + 8 * s); /* the stage is read: the producer may refill it */
+            /* tot += stage's sum d, scaled per weight block in block mode (a_s * w_s first, as the reference) */
+            auto promote = [&](float *d, float xa0, float xa1, float wa, float wb) {
 #pragma unroll
-                for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
+                for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(d[i])::"memory"); /* after the wait */
 #if FP8_MODE == 2
                 const float s0a = xa0 * wa, s1a = xa1 * wa, s0b = xa0 * wb, s1b = xa1 * wb;
                 if (BN == 128 || split == 16) /* 128 | col0 */
-                    qc_promote_split<BN, 16>(tot, acc, s0a, s1a, s0b, s1b);
+                    qc_promote_split<BN, 16>(tot, d, s0a, s1a, s0b, s1b);
                 else if (split == 8)
-                    qc_promote_split<BN, 8>(tot, acc, s0a, s1a, s0b, s1b);
+                    qc_promote_split<BN, 8>(tot, d, s0a, s1a, s0b, s1b);
                 else if (BN == 160 && split == 12)
-                    qc_promote_split<BN, 12>(tot, acc, s0a, s1a, s0b, s1b);
+                    qc_promote_split<BN, 12>(tot, d, s0a, s1a, s0b, s1b);
                 else if (BN == 160)
-                    qc_promote_split<BN, 4>(tot, acc, s0a, s1a, s0b, s1b);
+                    qc_promote_split<BN, 4>(tot, d, s0a, s1a, s0b, s1b);
 #else
+                (void)xa0, (void)xa1, (void)wa, (void)wb;
 #pragma unroll
-                for (int i = 0; i < BN / 2; i++) tot[i] += acc[i];
+                for (int i = 0; i < BN / 2; i++) tot[i] += d[i];
 #endif
+            };
+            for (int kt = 0; kt < kt_n; kt++) {
+#if FP8_MODE == 2 && FP8_SCALE_AHEAD
+                const float xa0 = sc[0], xa1 = sc[1], wa = sc[2], wb = sc[3];
+                load_sc(kt + 1); /* the next stage's, under this one's wait */
+#elif FP8_MODE == 2
+                load_sc(kt);
+                const float xa0 = sc[0], xa1 = sc[1], wa = sc[2], wb = sc[3];
+#else
+                const float xa0 = 0.f, xa1 = 0.f, wa = 0.f, wb = 0.f;
+#endif
+                if (kt > 0 || !issued) issue(s, acc);
+                qc_wg_wait<0>();
+                if (lane == 0) qc_mbar_arrive(empty + 8 * s); /* the stage is read: the producer may refill it */
+                promote(acc, xa0, xa1, wa, wb);
                 if (++s == ST) { s = 0; ph ^= 1u; }
             }
             /* the next tile's first stage (the same ring slot order as the producer's) */
             issued = t + gridDim.x < tiles;
-            if (issued) issue(s);
+            if (issued) issue(s, acc);
             const long long cb = tn * BN + 2 * (lane & 3);
             float *y0 = y + r0 * n, *y1 = y + r1 * n;
 #if FP8_MODE == 0
@@ -311,10 +300,6 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
         }
-#if FP8_ORDER
-        if (c == 0 && issues > 0) asm volatile("bar.sync 4, 256;\n" ::: "memory"); /* warpgroup 1's last issue */
-#endif
-        (void)issues;
     }
 }
 
