@@ -454,33 +454,36 @@ static int gemv_rank(const kspec *s) { /* pass in which s registers */
     return 2;
 }
 
-/* QC_FP8_WGMMA_OPTS="-DA=1,-DB=2" (commas or spaces): extra NVRTC options for the three wgmma GEMMs (cuda/wgmma.cu's build
- * options), for A/B runs on the device without a rebuild; at most 8 options of up to 63 characters, each
- * starting with -D (anything else is ignored with a warning).  The arrays live as long as the plugin. */
-#define WG_XOPTS 8
-static char g_wg_xbuf[WG_XOPTS][64];
-static const char *g_wg_opts[3][2 + WG_XOPTS];
-static const char *const *wgmma_opts(int mode) {
-    const char *e = getenv("QC_FP8_WGMMA_OPTS");
+/* QC_FP8_WGMMA_OPTS="-DA=1,-DB=2" (commas or spaces): extra NVRTC options for the three wgmma GEMMs (cuda/wgmma.cu's
+ * build options), QC_FP8_GEMV_OPTS the same for the three fp8.gemv_* (cuda/gemv.cu), for A/B runs on the device
+ * without a rebuild; at most 8 options of up to 63 characters, each starting with -D (anything else is ignored
+ * with a warning).  The arrays live as long as the plugin. */
+#define X_OPTS 8
+enum { X_WGMMA, X_GEMV, X_FAMILIES };
+static char g_xbuf[X_FAMILIES][X_OPTS][64];
+static const char *g_xopts[X_FAMILIES][3][2 + X_OPTS];
+static const char *const *extra_opts(int family, int mode) {
+    static const char *const env[X_FAMILIES] = {"QC_FP8_WGMMA_OPTS", "QC_FP8_GEMV_OPTS"};
+    const char *e = getenv(env[family]);
     if (!e || !*e) return OPT_MODE[mode];
     int n = 0;
-    for (const char *p = e; *p && n < WG_XOPTS;) {
+    for (const char *p = e; *p && n < X_OPTS;) {
         while (*p == ' ' || *p == ',') p++;
         size_t len = strcspn(p, " ,");
         if (len == 0) break;
-        if (len < sizeof g_wg_xbuf[0] && strncmp(p, "-D", 2) == 0) {
-            memcpy(g_wg_xbuf[n], p, len);
-            g_wg_xbuf[n++][len] = 0;
-        } else {
-            fprintf(stderr, "fp8: QC_FP8_WGMMA_OPTS: ignoring '%.*s' (want -DNAME=VALUE, under 64 characters)\n",
+        if (len < sizeof g_xbuf[0][0] && strncmp(p, "-D", 2) == 0) {
+            memcpy(g_xbuf[family][n], p, len);
+            g_xbuf[family][n++][len] = 0;
+        } else if (mode == 0) { /* once per family */
+            fprintf(stderr, "fp8: %s: ignoring '%.*s' (want -DNAME=VALUE, under 64 characters)\n", env[family],
                     (int)len, p);
         }
         p += len;
     }
-    g_wg_opts[mode][0] = OPT_MODE[mode][0];
-    for (int i = 0; i < n; i++) g_wg_opts[mode][1 + i] = g_wg_xbuf[i];
-    g_wg_opts[mode][1 + n] = NULL;
-    return g_wg_opts[mode];
+    g_xopts[family][mode][0] = OPT_MODE[mode][0];
+    for (int i = 0; i < n; i++) g_xopts[family][mode][1 + i] = g_xbuf[family][i];
+    g_xopts[family][mode][1 + n] = NULL;
+    return g_xopts[family][mode];
 }
 
 qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
@@ -501,7 +504,9 @@ qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
             .reference = s->ref,
             .cuda_source = s->src,
             .cuda_entry = s->entry,
-            .nvrtc_options = s->maps ? wgmma_opts((int)(s->opts[0][sizeof "-DFP8_MODE=" - 1] - '0')) : s->opts,
+            .nvrtc_options = s->src == FP8_SRC_WGMMA  ? extra_opts(X_WGMMA, s->opts[0][sizeof "-DFP8_MODE=" - 1] - '0')
+                             : s->src == FP8_SRC_GEMV ? extra_opts(X_GEMV, s->opts[0][sizeof "-DFP8_MODE=" - 1] - '0')
+                                                      : s->opts,
             .launch_dims = s->dims,
             .eligible = s->elig,
             .n_tensor_maps = s->maps ? NP(MAPS_W8A8) : 0,

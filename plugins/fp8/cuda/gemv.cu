@@ -11,7 +11,14 @@
  */
 #define GV_WARPS 8
 #define GV_NG 2 /* 8-row weight groups per block */
-#define GV_U 4  /* chunks whose loads are issued before their mmas: 8 x 16-byte weight loads per lane in flight */
+#ifndef GV_U
+#define GV_U 4 /* chunks whose loads are issued before their mmas: 8 x 16-byte weight loads per lane in flight */
+#endif
+/* the same at m <= 8, where x's rows g + 8 are not loaded (A rows 8..15 are zero): the registers they held
+   can carry more weight loads (A/B runs: QC_FP8_GEMV_OPTS=-DGV_U1=6) */
+#ifndef GV_U1
+#define GV_U1 GV_U
+#endif
 
 __device__ __forceinline__ void qc_mma_f16(float *d, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -34,10 +41,10 @@ __device__ __forceinline__ u32 qc_word(uint4 v, int s) { return s == 0 ? v.x : s
 #else
 #define QC_ENTRY qc_fp8_gemv_block
 #endif
-extern "C" __global__ void __launch_bounds__(GV_WARPS * 32, 2) QC_ENTRY(const u8 *xq, const float *xs, const u8 *w,
-                                                                      const float *ws, float *y, long long m,
-                                                                      long long n, long long k) {
-    __shared__ float red[GV_WARPS][GV_NG][32][4];
+/* NX: x rows loaded per lane (1: row g only, m <= 8; 2: rows g and g + 8); U: chunks in flight per warp */
+template <int NX, int U>
+__device__ __forceinline__ void qc_gv_body(const u8 *xq, const float *xs, const u8 *w, const float *ws, float *y,
+                                           long long m, long long n, long long k, float (*red)[GV_NG][32][4]) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const long long j0 = (long long)blockIdx.x * (8 * GV_NG);
     if (m <= 0 || j0 >= n) return;
@@ -74,9 +81,9 @@ extern "C" __global__ void __launch_bounds__(GV_WARPS * 32, 2) QC_ENTRY(const u8
 #endif
 #pragma unroll
         for (int s = 0; s < 4; s++) {
-            const u32 w0 = qc_word(xa[0], s), w1 = qc_word(xa[1], s);
-            const u32 a0 = qc_e4m3x2_f16x2(w0 & 0xFFFFu), a1 = qc_e4m3x2_f16x2(w1 & 0xFFFFu);
-            const u32 a2 = qc_e4m3x2_f16x2(w0 >> 16), a3 = qc_e4m3x2_f16x2(w1 >> 16);
+            const u32 w0 = qc_word(xa[0], s), w1 = NX == 2 ? qc_word(xa[NX - 1], s) : 0u;
+            const u32 a0 = qc_e4m3x2_f16x2(w0 & 0xFFFFu), a1 = NX == 2 ? qc_e4m3x2_f16x2(w1 & 0xFFFFu) : 0u;
+            const u32 a2 = qc_e4m3x2_f16x2(w0 >> 16), a3 = NX == 2 ? qc_e4m3x2_f16x2(w1 >> 16) : 0u;
 #pragma unroll
             for (int t = 0; t < GV_NG; t++) {
                 const u32 bw = qc_word(wb[t], s);
@@ -104,27 +111,27 @@ extern "C" __global__ void __launch_bounds__(GV_WARPS * 32, 2) QC_ENTRY(const u8
        that are not stored; rows of W are < n since 16 | n). */
     const long long kfull = k / 64;
     long long c0 = warp;
-    for (; c0 + (long long)GV_WARPS * (GV_U - 1) < kfull; c0 += (long long)GV_WARPS * GV_U) {
-        uint4 xa[GV_U][2], wb[GV_U][GV_NG];
+    for (; c0 + (long long)GV_WARPS * (U - 1) < kfull; c0 += (long long)GV_WARPS * U) {
+        uint4 xa[U][NX], wb[U][GV_NG];
 #pragma unroll
-        for (int u = 0; u < GV_U; u++) {
+        for (int u = 0; u < U; u++) {
             const long long kp = (c0 + (long long)u * GV_WARPS) * 64 + 16 * q;
             xa[u][0] = __ldg((const uint4 *)(x0 + kp));
-            xa[u][1] = __ldg((const uint4 *)(x1 + kp));
+            if (NX == 2) xa[u][NX - 1] = __ldg((const uint4 *)(x1 + kp));
 #pragma unroll
             for (int t = 0; t < GV_NG; t++) wb[u][t] = qc_ld_stream(wr[t] + kp);
         }
 #pragma unroll
-        for (int u = 0; u < GV_U; u++) chunk(xa[u], wb[u], c0 + (long long)u * GV_WARPS);
+        for (int u = 0; u < U; u++) chunk(xa[u], wb[u], c0 + (long long)u * GV_WARPS);
     }
     /* the rest, one chunk at a time; a ragged last chunk (k % 64) reads zeros past k */
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
     for (; c0 < nch; c0 += GV_WARPS) {
-        uint4 xa[2], wb[GV_NG];
+        uint4 xa[NX], wb[GV_NG];
         const long long kp = c0 * 64 + 16 * q;
         const bool kok = kp < k;
         xa[0] = kok ? __ldg((const uint4 *)(x0 + kp)) : zero;
-        xa[1] = kok ? __ldg((const uint4 *)(x1 + kp)) : zero;
+        if (NX == 2) xa[NX - 1] = kok ? __ldg((const uint4 *)(x1 + kp)) : zero;
 #pragma unroll
         for (int t = 0; t < GV_NG; t++) wb[t] = kok ? qc_ld_stream(wr[t] + kp) : zero;
         chunk(xa, wb, c0);
@@ -155,4 +162,14 @@ extern "C" __global__ void __launch_bounds__(GV_WARPS * 32, 2) QC_ENTRY(const u8
         y[row * n + col] = v * (xs[row] * ws[col]);
 #endif
     }
+}
+extern "C" __global__ void __launch_bounds__(GV_WARPS * 32, 2) QC_ENTRY(const u8 *xq, const float *xs, const u8 *w,
+                                                                      const float *ws, float *y, long long m,
+                                                                      long long n, long long k) {
+    __shared__ float red[GV_WARPS][GV_NG][32][4];
+#if FP8_MODE != 2 /* block mode keeps one body: with both, ptxas spills it at 128 registers */
+    if (m <= 8) qc_gv_body<1, GV_U1>(xq, xs, w, ws, y, m, n, k, red);
+    else
+#endif
+        qc_gv_body<2, GV_U>(xq, xs, w, ws, y, m, n, k, red);
 }
