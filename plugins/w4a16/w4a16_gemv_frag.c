@@ -84,25 +84,8 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"((u16)h));\n"                                             \
     "    return f;\n"                                                                                             \
     "}\n"                                                                                                         \
-    "/* codes: streamed once, kept out of L1; W4F_EVICT 1: with an L2 evict-first policy, so that their lines are\n" \
-    "   replaced first, before other (possibly dirty) lines whose eviction costs a write-back */\n"               \
-    "#ifndef W4F_EVICT\n"                                                                                        \
-    "#define W4F_EVICT 0\n"                                                                                      \
-    "#endif\n"                                                                                                   \
+    "/* codes: streamed once, kept out of L1 */\n"                                                                \
     "template <int GW> __device__ __forceinline__ void w4f_ldq(const u8 *p, u32 *w) {\n"                          \
-    "#if W4F_EVICT\n"                                                                                            \
-    "    unsigned long long pol;\n"                                                                              \
-    "    asm(\"createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\" : \"=l\"(pol));\n"                         \
-    "    if constexpr (GW == 4) {\n"                                                                              \
-    "        asm(\"ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;\"\n"              \
-    "            : \"=r\"(w[0]), \"=r\"(w[1]), \"=r\"(w[2]), \"=r\"(w[3]) : \"l\"(p), \"l\"(pol));\n"          \
-    "    } else if constexpr (GW == 2) {\n"                                                                       \
-    "        asm(\"ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {%0,%1}, [%2], %3;\"\n"                    \
-    "            : \"=r\"(w[0]), \"=r\"(w[1]) : \"l\"(p), \"l\"(pol));\n"                                       \
-    "    } else {\n"                                                                                              \
-    "        asm(\"ld.global.nc.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;\" : \"=r\"(w[0]) : \"l\"(p), \"l\"(pol));\n" \
-    "    }\n"                                                                                                     \
-    "#else\n"                                                                                                    \
     "    if constexpr (GW == 4) {\n"                                                                              \
     "        asm(\"ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\"\n"                                  \
     "            : \"=r\"(w[0]), \"=r\"(w[1]), \"=r\"(w[2]), \"=r\"(w[3]) : \"l\"(p));\n"                        \
@@ -111,7 +94,6 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "    } else {\n"                                                                                              \
     "        asm(\"ld.global.nc.L1::no_allocate.u32 %0, [%1];\" : \"=r\"(w[0]) : \"l\"(p));\n"                     \
     "    }\n"                                                                                                     \
-    "#endif\n"                                                                                                   \
     "}\n"                                                                                                         \
     "/* one chunk (128 codes) of a warp's rows: codes of rows g and g + 8 per tile, their scale words (x is read\n" \
     "   where it is used: L1-resident for the small m that matter, and two stages of it would cost 32 registers) */\n" \
@@ -428,9 +410,5 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
         .launch_dims = w4f_dims,
         .eligible = w4f_el_sym,
     };
-    /* QC_W4F_EVICT=1: the build with L2 evict-first code loads (A/B runs on the device) */
-    static const char *const evict_opts[] = {"-DW4F_EVICT=1", NULL};
-    const char *ev = getenv("QC_W4F_EVICT");
-    if (ev && strcmp(ev, "1") == 0) d.nvrtc_options = evict_opts;
     return api->register_kernel(host, &d);
 }

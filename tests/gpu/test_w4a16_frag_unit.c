@@ -221,14 +221,12 @@ static void compiles(qc_runtime *rt) {
         return;
     }
     static const char *const opts[] = {"--ptxas-options=-v", NULL};
-    static const char *const evict[] = {"--ptxas-options=-v", "-DW4F_EVICT=1", NULL}; /* QC_W4F_EVICT=1's build */
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < 2; t++) {
         int sm = t ? 90 : 80;
         qc_cubin c;
         qc_reason why;
         double t0 = qc_now_seconds();
-        qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, t == 2 ? evict : opts, sm, t > 0,
-                                        &c, &why);
+        qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, opts, sm, t, &c, &why);
         CHECK(st == QC_OK, "%s for sm_%d%s: %s: %s", k->id, sm, t ? "a" : "", why.code, why.text);
         if (st != QC_OK) continue;
         printf("%s: %s for %s in %.1f s, cubin %zu bytes\n", TEST, k->id, c.target, qc_now_seconds() - t0, c.size);

@@ -26,28 +26,10 @@ __device__ __forceinline__ void qc_mma_f16(float *d, u32 a0, u32 a1, u32 a2, u32
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-/* FP8_GV_EVICT 1: weight loads carry an L2 evict-first policy, so that the lines they bring in are the first
-   replaced, before other (possibly dirty) lines whose eviction would cost a write-back during the stream */
-#ifndef FP8_GV_EVICT
-#define FP8_GV_EVICT 0
-#endif
-__device__ __forceinline__ unsigned long long qc_policy_evict_first() {
-    unsigned long long pol = 0;
-#if FP8_GV_EVICT
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-#endif
-    return pol;
-}
-__device__ __forceinline__ uint4 qc_ld_stream(const u8 *p, unsigned long long pol) { /* read once: not in L1 */
+__device__ __forceinline__ uint4 qc_ld_stream(const u8 *p) { /* weights are read once: don't keep them in L1 */
     uint4 v;
-#if FP8_GV_EVICT
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(pol));
-#else
-    (void)pol;
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-#endif
     return v;
 }
 __device__ __forceinline__ u32 qc_word(uint4 v, int s) { return s == 0 ? v.x : s == 1 ? v.y : s == 2 ? v.z : v.w; }
@@ -64,7 +46,6 @@ template <int NX, int U>
 __device__ __forceinline__ void qc_gv_body(const u8 *xq, const float *xs, const u8 *w, const float *ws, float *y,
                                            long long m, long long n, long long k, float (*red)[GV_NG][32][4]) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    const unsigned long long pol = qc_policy_evict_first();
     const long long j0 = (long long)blockIdx.x * (8 * GV_NG);
     if (m <= 0 || j0 >= n) return;
     const long long nch = (k + 63) / 64;
@@ -138,7 +119,7 @@ __device__ __forceinline__ void qc_gv_body(const u8 *xq, const float *xs, const 
             xa[u][0] = __ldg((const uint4 *)(x0 + kp));
             if (NX == 2) xa[u][NX - 1] = __ldg((const uint4 *)(x1 + kp));
 #pragma unroll
-            for (int t = 0; t < GV_NG; t++) wb[u][t] = qc_ld_stream(wr[t] + kp, pol);
+            for (int t = 0; t < GV_NG; t++) wb[u][t] = qc_ld_stream(wr[t] + kp);
         }
 #pragma unroll
         for (int u = 0; u < U; u++) chunk(xa[u], wb[u], c0 + (long long)u * GV_WARPS);
@@ -152,7 +133,7 @@ __device__ __forceinline__ void qc_gv_body(const u8 *xq, const float *xs, const 
         xa[0] = kok ? __ldg((const uint4 *)(x0 + kp)) : zero;
         if (NX == 2) xa[NX - 1] = kok ? __ldg((const uint4 *)(x1 + kp)) : zero;
 #pragma unroll
-        for (int t = 0; t < GV_NG; t++) wb[t] = kok ? qc_ld_stream(wr[t] + kp, pol) : zero;
+        for (int t = 0; t < GV_NG; t++) wb[t] = kok ? qc_ld_stream(wr[t] + kp) : zero;
         chunk(xa, wb, c0);
     }
 #pragma unroll
