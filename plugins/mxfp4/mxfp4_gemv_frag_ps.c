@@ -60,6 +60,8 @@
  * their totals in shared memory in warp order (deterministic) at the end.
  * Two register stages: the next chunk's codes and scale bytes are loaded
  * before the current chunk is computed; x is read where it is used (L1).
+ * (QC_MXP_STAGES=3 at registration builds three stages, two chunks ahead:
+ * an A/B knob for bytes in flight, not measured yet.)
  * Rows past n are read clamped to n - 1 and not stored; tokens past m read
  * x's row m - 1 (no predicated loads, no zero fill) and are not stored (an
  * mma's D column depends on its own B column only).  m > 8 runs the tiles of a 32-row block in
@@ -85,213 +87,223 @@
 
 #define MXP_MAX_KS 16
 
-static const char MXP_SRC[] =
-    "/* qcore mxfp4 GEMV, block scale in the A fragments: y[m,n] = x[m,k] . dec(W)[n,k]^T, m <= 16 */\n"
-    "typedef unsigned int u32;\n"
-    "typedef unsigned short u16;\n"
-    "typedef unsigned char u8;\n"
-    "typedef long long ll;\n"
-    "#define MXP_P126 0x7E807E80u /* bf16x2 (2^126, 2^126) */\n"
-    "#define MXP_NAN2 0x7FC07FC0u\n"
-    "__device__ __forceinline__ void mxp_mma(float *d, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {\n"
-    "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \"\n"
-    "                 \"{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"
-    "                 : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"
-    "                 : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n"
+#define MXP_SRC_BODY                                                                                                            \
+    "/* qcore mxfp4 GEMV, block scale in the A fragments: y[m,n] = x[m,k] . dec(W)[n,k]^T, m <= 16 */\n"                        \
+    "#ifndef MXP_STAGES\n"                                                                                                      \
+    "#define MXP_STAGES 2 /* register stages of codes a lane: 2 (w4a16's), or 3 (QC_MXP_STAGES=3) */\n"                         \
+    "#endif\n"                                                                                                                  \
+    "typedef unsigned int u32;\n"                                                                                               \
+    "typedef unsigned short u16;\n"                                                                                             \
+    "typedef unsigned char u8;\n"                                                                                               \
+    "typedef long long ll;\n"                                                                                                   \
+    "#define MXP_P126 0x7E807E80u /* bf16x2 (2^126, 2^126) */\n"                                                                \
+    "#define MXP_NAN2 0x7FC07FC0u\n"                                                                                            \
+    "__device__ __forceinline__ void mxp_mma(float *d, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {\n"                     \
+    "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \"\n"                                               \
+    "                 \"{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"                                           \
+    "                 : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"                                               \
+    "                 : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n"                                   \
+    "}\n"                                                                                                                       \
+    "/* a * b in bf16x2, exact here (+ (-0, -0) keeps the sign of a zero) */\n"                                                 \
+    "__device__ __forceinline__ u32 mxp_mul2(u32 a, u32 b) {\n"                                                                 \
+    "    u32 d;\n"                                                                                                              \
+    "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(a), \"r\"(b), \"r\"(0x80008000u));\n"                        \
+    "    return d;\n"                                                                                                           \
+    "}\n"                                                                                                                       \
+    "/* pair (code p, code p + 4) of a word as value * 2^-126: MASK/MUL 0x000F000F/4160 (p even), 0x00F000F0/260 (odd) */\n"    \
+    "template <u32 MASK, u32 MUL> __device__ __forceinline__ u32 mxp_raw(u32 q) { return ((q & MASK) * MUL) & 0x81C081C0u; }\n" \
+    "/* the factor that makes value * 2^-126 the value times 2^(e-127): 2^(e-1), e <= 128 (the common path) */\n"               \
+    "__device__ __forceinline__ u32 mxp_s(u32 e) { return ((e + 126u) << 7) * 0x10001u; }\n"                                    \
+    "/* the rare path's two factors, any e: 2^(e-1) and 1, or 2^126 and 2^(e-127) above 128; NaN for 0xFF */\n"                 \
+    "__device__ __forceinline__ u32 mxp_s1(u32 e) { return e <= 128u ? mxp_s(e) : e < 255u ? MXP_P126 : MXP_NAN2; }\n"          \
+    "__device__ __forceinline__ u32 mxp_s2(u32 e) { return e > 128u && e < 255u ? (e << 7) * 0x10001u : 0x3F803F80u; }\n"       \
+    "/* codes: streamed once, kept out of L1 */\n"                                                                              \
+    "__device__ __forceinline__ void mxp_ld16(const u8 *p, u32 *w) {\n"                                                         \
+    "    asm(\"ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\"\n"                                                    \
+    "        : \"=r\"(w[0]), \"=r\"(w[1]), \"=r\"(w[2]), \"=r\"(w[3]) : \"l\"(p));\n"                                           \
+    "}\n"                                                                                                                       \
+    "/* one chunk (128 codes) of a warp's rows: this lane's block (16 bytes) of rows g and g + 8 per tile, and\n"               \
+    "   their scale bytes */\n"                                                                                                 \
+    "template <int R> struct MxpStage {\n"                                                                                      \
+    "    u32 wa[R][4], wb[R][4];\n"                                                                                             \
+    "    u32 ea[R], eb[R];\n"                                                                                                   \
+    "};\n"                                                                                                                      \
+    "/* chunk c (0 .. 2 S - 2: immediate offsets) from the lane's pointers */\n"                                                \
+    "template <int R>\n"                                                                                                        \
+    "__device__ __forceinline__ void mxp_load(MxpStage<R> &s, int c, const u8 *const *qa, const u8 *const *qb,\n"               \
+    "                                         const u8 *const *sa, const u8 *const *sb) {\n"                                    \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int r = 0; r < R; r++) {\n"                                                                                       \
+    "        mxp_ld16(qa[r] + c * 64, s.wa[r]);\n"                                                                              \
+    "        mxp_ld16(qb[r] + c * 64, s.wb[r]);\n"                                                                              \
+    "        s.ea[r] = __ldg(sa[r] + c * 4);\n"                                                                                 \
+    "        s.eb[r] = __ldg(sb[r] + c * 4);\n"                                                                                 \
+    "    }\n"                                                                                                                   \
+    "}\n"                                                                                                                       \
+    "/* one chunk.  BIG: a scale byte above 128 (or 0xFF) in the warp's chunk, never in a real model's weights; a\n"            \
+    "   warp vote picks this copy, as a branch inside would be predicated and cost every chunk */\n"                            \
+    "template <int R, int NB, bool BIG>\n"                                                                                      \
+    "__device__ __forceinline__ void mxp_compute(const MxpStage<R> &s, float (*acc)[NB][4], int c, const u16 *const *xr) {\n"   \
+    "    uint4 xv[NB][4];\n"                                                                                                    \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int nb = 0; nb < NB; nb++)\n"                                                                                     \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int j = 0; j < 4; j++)\n"                                                                                     \
+    "            xv[nb][j] = __ldg((const uint4 *)(xr[nb] + c * 128 + 8 * j));\n"                                               \
+    "    u32 fa[R], fb[R], ga[R], gb[R];\n"                                                                                     \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int r = 0; r < R; r++) {\n"                                                                                       \
+    "        fa[r] = BIG ? mxp_s1(s.ea[r]) : mxp_s(s.ea[r]);\n"                                                                 \
+    "        fb[r] = BIG ? mxp_s1(s.eb[r]) : mxp_s(s.eb[r]);\n"                                                                 \
+    "        ga[r] = BIG ? mxp_s2(s.ea[r]) : 0u;\n"                                                                             \
+    "        gb[r] = BIG ? mxp_s2(s.eb[r]) : 0u;\n"                                                                             \
+    "    }\n"                                                                                                                   \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int j = 0; j < 4; j++) {\n"                                                                                       \
+    "        u32 b[NB][4]; /* B registers: (e0,e4), (e1,e5) for h = 0; (e2,e6), (e3,e7) for h = 1 */\n"                         \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int nb = 0; nb < NB; nb++) {\n"                                                                               \
+    "            const uint4 v = xv[nb][j];\n"                                                                                  \
+    "            b[nb][0] = __byte_perm(v.x, v.z, 0x5410);\n"                                                                   \
+    "            b[nb][1] = __byte_perm(v.x, v.z, 0x7632);\n"                                                                   \
+    "            b[nb][2] = __byte_perm(v.y, v.w, 0x5410);\n"                                                                   \
+    "            b[nb][3] = __byte_perm(v.y, v.w, 0x7632);\n"                                                                   \
+    "        }\n"                                                                                                               \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int r = 0; r < R; r++) {\n"                                                                                   \
+    "#pragma unroll\n"                                                                                                          \
+    "            for (int h = 0; h < 2; h++) {\n"                                                                               \
+    "                const u32 A = h ? s.wa[r][j] >> 8 : s.wa[r][j], B = h ? s.wb[r][j] >> 8 : s.wb[r][j];\n"                   \
+    "                u32 a0 = mxp_mul2(mxp_raw<0x000F000Fu, 4160u>(A), fa[r]);\n"                                               \
+    "                u32 a1 = mxp_mul2(mxp_raw<0x000F000Fu, 4160u>(B), fb[r]);\n"                                               \
+    "                u32 a2 = mxp_mul2(mxp_raw<0x00F000F0u, 260u>(A), fa[r]);\n"                                                \
+    "                u32 a3 = mxp_mul2(mxp_raw<0x00F000F0u, 260u>(B), fb[r]);\n"                                                \
+    "                if (BIG) {\n"                                                                                              \
+    "                    a0 = mxp_mul2(a0, ga[r]), a1 = mxp_mul2(a1, gb[r]);\n"                                                 \
+    "                    a2 = mxp_mul2(a2, ga[r]), a3 = mxp_mul2(a3, gb[r]);\n"                                                 \
+    "                }\n"                                                                                                       \
+    "#pragma unroll\n"                                                                                                          \
+    "                for (int nb = 0; nb < NB; nb++) mxp_mma(acc[r][nb], a0, a1, a2, a3, b[nb][2 * h], b[nb][2 * h + 1]);\n"    \
+    "            }\n"                                                                                                           \
+    "        }\n"                                                                                                               \
+    "    }\n"                                                                                                                   \
+    "}\n"                                                                                                                       \
+    "template <int R, int NB>\n"                                                                                                \
+    "__device__ __forceinline__ void mxp_chunk(const MxpStage<R> &s, float (*acc)[NB][4], int c, const u16 *const *xr) {\n"     \
+    "    u32 e = 0;\n"                                                                                                          \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int r = 0; r < R; r++) {\n"                                                                                       \
+    "        e = e > s.ea[r] ? e : s.ea[r];\n"                                                                                  \
+    "        e = e > s.eb[r] ? e : s.eb[r];\n"                                                                                  \
+    "    }\n"                                                                                                                   \
+    "    if (__any_sync(0xffffffffu, e > 128u)) mxp_compute<R, NB, true>(s, acc, c, xr);\n"                                     \
+    "    else mxp_compute<R, NB, false>(s, acc, c, xr);\n"                                                                      \
+    "}\n"                                                                                                                       \
+    "/* not inlined: each variant gets its own register allocation */\n"                                                        \
+    "template <int R, int NB>\n"                                                                                                \
+    "__device__ __noinline__ void mxp_gemv(const u16 *x, const u8 *q, const u8 *sc, float *y, int m, int n, ll k,\n"            \
+    "                                      int n0, float *red) {\n"                                                             \
+    "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;\n"                            \
+    "    const int ks = blockDim.x >> 5;\n"                                                                                     \
+    "    const ll chunks = k >> 7;\n"                                                                                           \
+    "    const ll cpw = (chunks + ks - 1) / ks, c0 = warp * cpw, c1 = c0 + cpw < chunks ? c0 + cpw : chunks;\n"                 \
+    "    const u8 *qa[R], *qb[R], *sa[R], *sb[R];\n"                                                                            \
+    "    const u16 *xr[NB];\n"                                                                                                  \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int r = 0; r < R; r++) {\n"                                                                                       \
+    "        int ra = n0 + 16 * r + g, rb = ra + 8;\n"                                                                          \
+    "        ra = ra < n ? ra : n - 1;\n"                                                                                       \
+    "        rb = rb < n ? rb : n - 1;\n"                                                                                       \
+    "        qa[r] = q + (ll)ra * (k / 2) + c0 * 64 + 16 * t; /* block t of each chunk */\n"                                    \
+    "        qb[r] = q + (ll)rb * (k / 2) + c0 * 64 + 16 * t;\n"                                                                \
+    "        sa[r] = sc + (ll)ra * (k / 32) + c0 * 4 + t;\n"                                                                    \
+    "        sb[r] = sc + (ll)rb * (k / 32) + c0 * 4 + t;\n"                                                                    \
+    "    }\n"                                                                                                                   \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int nb = 0; nb < NB; nb++) { /* a token past m reads row m - 1: its column is not stored */\n"                    \
+    "        const int tok = g + 8 * nb < m ? g + 8 * nb : m - 1;\n"                                                            \
+    "        xr[nb] = x + (ll)tok * k + c0 * 128 + 32 * t;\n"                                                                   \
+    "    }\n"                                                                                                                   \
+    "    float acc[R][NB][4];\n"                                                                                                \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int r = 0; r < R; r++)\n"                                                                                         \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int nb = 0; nb < NB; nb++)\n"                                                                                 \
+    "#pragma unroll\n"                                                                                                          \
+    "            for (int e = 0; e < 4; e++) acc[r][nb][e] = 0.f;\n"                                                            \
+    "    /* S register stages, loaded S - 1 chunks ahead; the loop body is unrolled by S so no stage is copied, and\n"          \
+    "       the pointers advance by S chunks a trip (offsets in the loop are immediates) */\n"                                  \
+    "    constexpr int S = MXP_STAGES;\n"                                                                                       \
+    "    MxpStage<R> st[S];\n"                                                                                                  \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int i = 0; i < S - 1; i++)\n"                                                                                     \
+    "        if (c0 + i < c1) mxp_load<R>(st[i], i, qa, qb, sa, sb);\n"                                                         \
+    "    for (ll c = c0; c < c1; c += S) {\n"                                                                                   \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int i = 0; i < S; i++) {\n"                                                                                   \
+    "            if (c + i >= c1) break;\n"                                                                                     \
+    "            if (c + i + S - 1 < c1) mxp_load<R>(st[(i + S - 1) % S], i + S - 1, qa, qb, sa, sb);\n"                        \
+    "            mxp_chunk<R, NB>(st[i], acc, i, xr);\n"                                                                        \
+    "        }\n"                                                                                                               \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int r = 0; r < R; r++) qa[r] += 64 * S, qb[r] += 64 * S, sa[r] += 4 * S, sb[r] += 4 * S;\n"                   \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int nb = 0; nb < NB; nb++) xr[nb] += 128 * S;\n"                                                              \
+    "    }\n"                                                                                                                   \
+    "    /* the K split: warps 1.. leave their totals, warp 0 adds them in warp order and stores */\n"                          \
+    "    constexpr int NA = R * NB * 4;\n"                                                                                      \
+    "    if (ks > 1) {\n"                                                                                                       \
+    "        if (warp > 0) {\n"                                                                                                 \
+    "#pragma unroll\n"                                                                                                          \
+    "            for (int i = 0; i < NA; i++) red[((warp - 1) * NA + i) * 32 + lane] = (&acc[0][0][0])[i];\n"                   \
+    "        }\n"                                                                                                               \
+    "        __syncthreads();\n"                                                                                                \
+    "        if (warp == 0)\n"                                                                                                  \
+    "            for (int w = 1; w < ks; w++)\n"                                                                                \
+    "#pragma unroll\n"                                                                                                          \
+    "                for (int i = 0; i < NA; i++) (&acc[0][0][0])[i] += red[((w - 1) * NA + i) * 32 + lane];\n"                 \
+    "        __syncthreads(); /* red is free again (m > 8 comes back for the second tile of a 32-row block) */\n"               \
+    "    }\n"                                                                                                                   \
+    "    if (warp > 0) return;\n"                                                                                               \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int r = 0; r < R; r++)\n"                                                                                         \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int nb = 0; nb < NB; nb++)\n"                                                                                 \
+    "#pragma unroll\n"                                                                                                          \
+    "            for (int e = 0; e < 4; e++) {\n"                                                                               \
+    "                const int xi = 8 * nb + 2 * t + (e & 1), wi = n0 + 16 * r + g + 8 * (e >> 1);\n"                           \
+    "                if (xi < m && wi < n) y[(ll)xi * n + wi] = acc[r][nb][e];\n"                                               \
+    "            }\n"                                                                                                           \
+    "}\n"                                                                                                                       \
+    "/* NaN everywhere: the answer to arguments the kernel cannot honour */\n"                                                  \
+    "__device__ void mxp_fill_nan(float *y, ll count) {\n"                                                                      \
+    "    const ll step = (ll)gridDim.x * blockDim.x;\n"                                                                         \
+    "    for (ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += step) y[i] = __uint_as_float(0x7fc00000u);\n"   \
+    "}\n"                                                                                                                       \
+    "extern \"C\" __global__ void __launch_bounds__(512) qc_mxfp4_gemv_frag_ps(const u16 *x, const u8 *q, const u8 *sc,\n"      \
+    "        float *y, ll m, ll n, ll k) {\n"                                                                                   \
+    "    extern __shared__ float red[];\n"                                                                                      \
+    "    if (m <= 0 || n <= 0) return;\n"                                                                                       \
+    "    if (m > 16 || k <= 0 || (k & 127) || n > 2147483647LL - 32 || ((unsigned long long)q & 15) ||\n"                       \
+    "        ((unsigned long long)x & 15)) {\n"                                                                                 \
+    "        mxp_fill_nan(y, m * n);\n"                                                                                         \
+    "        return;\n"                                                                                                         \
+    "    }\n"                                                                                                                   \
+    "    /* the host's tile count: R = 1 gives 16-row blocks (then 16 gridDim >= n), R = 2 32-row ones */\n"                    \
+    "    const int R = (ll)gridDim.x * 16 >= n ? 1 : 2;\n"                                                                      \
+    "    const int n0 = blockIdx.x * (16 * R), mi = (int)m, ni = (int)n; /* n < 2^31 (eligibility) */\n"                        \
+    "    if (m > 8) { /* two n8 tiles of x: one W tile at a time */\n"                                                          \
+    "        mxp_gemv<1, 2>(x, q, sc, y, mi, ni, k, n0, red);\n"                                                                \
+    "        if (R == 2 && n0 + 16 < n) mxp_gemv<1, 2>(x, q, sc, y, mi, ni, k, n0 + 16, red);\n"                                \
+    "    } else if (R == 2) {\n"                                                                                                \
+    "        mxp_gemv<2, 1>(x, q, sc, y, mi, ni, k, n0, red);\n"                                                                \
+    "    } else {\n"                                                                                                            \
+    "        mxp_gemv<1, 1>(x, q, sc, y, mi, ni, k, n0, red);\n"                                                                \
+    "    }\n"                                                                                                                   \
     "}\n"
-    "/* a * b in bf16x2, exact here (+ (-0, -0) keeps the sign of a zero) */\n"
-    "__device__ __forceinline__ u32 mxp_mul2(u32 a, u32 b) {\n"
-    "    u32 d;\n"
-    "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(a), \"r\"(b), \"r\"(0x80008000u));\n"
-    "    return d;\n"
-    "}\n"
-    "/* pair (code p, code p + 4) of a word as value * 2^-126: MASK/MUL 0x000F000F/4160 (p even), 0x00F000F0/260 (odd) */\n"
-    "template <u32 MASK, u32 MUL> __device__ __forceinline__ u32 mxp_raw(u32 q) { return ((q & MASK) * MUL) & 0x81C081C0u; }\n"
-    "/* the factor that makes value * 2^-126 the value times 2^(e-127): 2^(e-1), e <= 128 (the common path) */\n"
-    "__device__ __forceinline__ u32 mxp_s(u32 e) { return ((e + 126u) << 7) * 0x10001u; }\n"
-    "/* the rare path's two factors, any e: 2^(e-1) and 1, or 2^126 and 2^(e-127) above 128; NaN for 0xFF */\n"
-    "__device__ __forceinline__ u32 mxp_s1(u32 e) { return e <= 128u ? mxp_s(e) : e < 255u ? MXP_P126 : MXP_NAN2; }\n"
-    "__device__ __forceinline__ u32 mxp_s2(u32 e) { return e > 128u && e < 255u ? (e << 7) * 0x10001u : 0x3F803F80u; }\n"
-    "/* codes: streamed once, kept out of L1 */\n"
-    "__device__ __forceinline__ void mxp_ld16(const u8 *p, u32 *w) {\n"
-    "    asm(\"ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\"\n"
-    "        : \"=r\"(w[0]), \"=r\"(w[1]), \"=r\"(w[2]), \"=r\"(w[3]) : \"l\"(p));\n"
-    "}\n"
-    "/* one chunk (128 codes) of a warp's rows: this lane's block (16 bytes) of rows g and g + 8 per tile, and\n"
-    "   their scale bytes */\n"
-    "template <int R> struct MxpStage {\n"
-    "    u32 wa[R][4], wb[R][4];\n"
-    "    u32 ea[R], eb[R];\n"
-    "};\n"
-    "/* chunk c (0, 1 or 2: immediate offsets) from the lane's pointers */\n"
-    "template <int R>\n"
-    "__device__ __forceinline__ void mxp_load(MxpStage<R> &s, int c, const u8 *const *qa, const u8 *const *qb,\n"
-    "                                         const u8 *const *sa, const u8 *const *sb) {\n"
-    "#pragma unroll\n"
-    "    for (int r = 0; r < R; r++) {\n"
-    "        mxp_ld16(qa[r] + c * 64, s.wa[r]);\n"
-    "        mxp_ld16(qb[r] + c * 64, s.wb[r]);\n"
-    "        s.ea[r] = __ldg(sa[r] + c * 4);\n"
-    "        s.eb[r] = __ldg(sb[r] + c * 4);\n"
-    "    }\n"
-    "}\n"
-    "/* one chunk.  BIG: a scale byte above 128 (or 0xFF) in the warp's chunk, never in a real model's weights; a\n"
-    "   warp vote picks this copy, as a branch inside would be predicated and cost every chunk */\n"
-    "template <int R, int NB, bool BIG>\n"
-    "__device__ __forceinline__ void mxp_compute(const MxpStage<R> &s, float (*acc)[NB][4], int c, const u16 *const *xr) {\n"
-    "    uint4 xv[NB][4];\n"
-    "#pragma unroll\n"
-    "    for (int nb = 0; nb < NB; nb++)\n"
-    "#pragma unroll\n"
-    "        for (int j = 0; j < 4; j++)\n"
-    "            xv[nb][j] = __ldg((const uint4 *)(xr[nb] + c * 128 + 8 * j));\n"
-    "    u32 fa[R], fb[R], ga[R], gb[R];\n"
-    "#pragma unroll\n"
-    "    for (int r = 0; r < R; r++) {\n"
-    "        fa[r] = BIG ? mxp_s1(s.ea[r]) : mxp_s(s.ea[r]);\n"
-    "        fb[r] = BIG ? mxp_s1(s.eb[r]) : mxp_s(s.eb[r]);\n"
-    "        ga[r] = BIG ? mxp_s2(s.ea[r]) : 0u;\n"
-    "        gb[r] = BIG ? mxp_s2(s.eb[r]) : 0u;\n"
-    "    }\n"
-    "#pragma unroll\n"
-    "    for (int j = 0; j < 4; j++) {\n"
-    "        u32 b[NB][4]; /* B registers: (e0,e4), (e1,e5) for h = 0; (e2,e6), (e3,e7) for h = 1 */\n"
-    "#pragma unroll\n"
-    "        for (int nb = 0; nb < NB; nb++) {\n"
-    "            const uint4 v = xv[nb][j];\n"
-    "            b[nb][0] = __byte_perm(v.x, v.z, 0x5410);\n"
-    "            b[nb][1] = __byte_perm(v.x, v.z, 0x7632);\n"
-    "            b[nb][2] = __byte_perm(v.y, v.w, 0x5410);\n"
-    "            b[nb][3] = __byte_perm(v.y, v.w, 0x7632);\n"
-    "        }\n"
-    "#pragma unroll\n"
-    "        for (int r = 0; r < R; r++) {\n"
-    "#pragma unroll\n"
-    "            for (int h = 0; h < 2; h++) {\n"
-    "                const u32 A = h ? s.wa[r][j] >> 8 : s.wa[r][j], B = h ? s.wb[r][j] >> 8 : s.wb[r][j];\n"
-    "                u32 a0 = mxp_mul2(mxp_raw<0x000F000Fu, 4160u>(A), fa[r]);\n"
-    "                u32 a1 = mxp_mul2(mxp_raw<0x000F000Fu, 4160u>(B), fb[r]);\n"
-    "                u32 a2 = mxp_mul2(mxp_raw<0x00F000F0u, 260u>(A), fa[r]);\n"
-    "                u32 a3 = mxp_mul2(mxp_raw<0x00F000F0u, 260u>(B), fb[r]);\n"
-    "                if (BIG) {\n"
-    "                    a0 = mxp_mul2(a0, ga[r]), a1 = mxp_mul2(a1, gb[r]);\n"
-    "                    a2 = mxp_mul2(a2, ga[r]), a3 = mxp_mul2(a3, gb[r]);\n"
-    "                }\n"
-    "#pragma unroll\n"
-    "                for (int nb = 0; nb < NB; nb++) mxp_mma(acc[r][nb], a0, a1, a2, a3, b[nb][2 * h], b[nb][2 * h + 1]);\n"
-    "            }\n"
-    "        }\n"
-    "    }\n"
-    "}\n"
-    "template <int R, int NB>\n"
-    "__device__ __forceinline__ void mxp_chunk(const MxpStage<R> &s, float (*acc)[NB][4], int c, const u16 *const *xr) {\n"
-    "    u32 e = 0;\n"
-    "#pragma unroll\n"
-    "    for (int r = 0; r < R; r++) {\n"
-    "        e = e > s.ea[r] ? e : s.ea[r];\n"
-    "        e = e > s.eb[r] ? e : s.eb[r];\n"
-    "    }\n"
-    "    if (__any_sync(0xffffffffu, e > 128u)) mxp_compute<R, NB, true>(s, acc, c, xr);\n"
-    "    else mxp_compute<R, NB, false>(s, acc, c, xr);\n"
-    "}\n"
-    "/* not inlined: each variant gets its own register allocation */\n"
-    "template <int R, int NB>\n"
-    "__device__ __noinline__ void mxp_gemv(const u16 *x, const u8 *q, const u8 *sc, float *y, int m, int n, ll k,\n"
-    "                                      int n0, float *red) {\n"
-    "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;\n"
-    "    const int ks = blockDim.x >> 5;\n"
-    "    const ll chunks = k >> 7;\n"
-    "    const ll cpw = (chunks + ks - 1) / ks, c0 = warp * cpw, c1 = c0 + cpw < chunks ? c0 + cpw : chunks;\n"
-    "    const u8 *qa[R], *qb[R], *sa[R], *sb[R];\n"
-    "    const u16 *xr[NB];\n"
-    "#pragma unroll\n"
-    "    for (int r = 0; r < R; r++) {\n"
-    "        int ra = n0 + 16 * r + g, rb = ra + 8;\n"
-    "        ra = ra < n ? ra : n - 1;\n"
-    "        rb = rb < n ? rb : n - 1;\n"
-    "        qa[r] = q + (ll)ra * (k / 2) + c0 * 64 + 16 * t; /* block t of each chunk */\n"
-    "        qb[r] = q + (ll)rb * (k / 2) + c0 * 64 + 16 * t;\n"
-    "        sa[r] = sc + (ll)ra * (k / 32) + c0 * 4 + t;\n"
-    "        sb[r] = sc + (ll)rb * (k / 32) + c0 * 4 + t;\n"
-    "    }\n"
-    "#pragma unroll\n"
-    "    for (int nb = 0; nb < NB; nb++) { /* a token past m reads row m - 1: its column is not stored */\n"
-    "        const int tok = g + 8 * nb < m ? g + 8 * nb : m - 1;\n"
-    "        xr[nb] = x + (ll)tok * k + c0 * 128 + 32 * t;\n"
-    "    }\n"
-    "    float acc[R][NB][4];\n"
-    "#pragma unroll\n"
-    "    for (int r = 0; r < R; r++)\n"
-    "#pragma unroll\n"
-    "        for (int nb = 0; nb < NB; nb++)\n"
-    "#pragma unroll\n"
-    "            for (int e = 0; e < 4; e++) acc[r][nb][e] = 0.f;\n"
-    "    /* two register stages, loaded one chunk ahead; the loop body is unrolled by two so no stage is copied, and\n"
-    "       the pointers advance by two chunks a trip (offsets in the loop are immediates) */\n"
-    "    MxpStage<R> s0, s1;\n"
-    "    if (c0 < c1) mxp_load<R>(s0, 0, qa, qb, sa, sb);\n"
-    "    for (ll c = c0; c < c1; c += 2) {\n"
-    "        if (c + 1 < c1) mxp_load<R>(s1, 1, qa, qb, sa, sb);\n"
-    "        mxp_chunk<R, NB>(s0, acc, 0, xr);\n"
-    "        if (c + 1 >= c1) break;\n"
-    "        if (c + 2 < c1) mxp_load<R>(s0, 2, qa, qb, sa, sb);\n"
-    "        mxp_chunk<R, NB>(s1, acc, 1, xr);\n"
-    "#pragma unroll\n"
-    "        for (int r = 0; r < R; r++) qa[r] += 128, qb[r] += 128, sa[r] += 8, sb[r] += 8;\n"
-    "#pragma unroll\n"
-    "        for (int nb = 0; nb < NB; nb++) xr[nb] += 256;\n"
-    "    }\n"
-    "    /* the K split: warps 1.. leave their totals, warp 0 adds them in warp order and stores */\n"
-    "    constexpr int NA = R * NB * 4;\n"
-    "    if (ks > 1) {\n"
-    "        if (warp > 0) {\n"
-    "#pragma unroll\n"
-    "            for (int i = 0; i < NA; i++) red[((warp - 1) * NA + i) * 32 + lane] = (&acc[0][0][0])[i];\n"
-    "        }\n"
-    "        __syncthreads();\n"
-    "        if (warp == 0)\n"
-    "            for (int w = 1; w < ks; w++)\n"
-    "#pragma unroll\n"
-    "                for (int i = 0; i < NA; i++) (&acc[0][0][0])[i] += red[((w - 1) * NA + i) * 32 + lane];\n"
-    "        __syncthreads(); /* red is free again (m > 8 comes back for the second tile of a 32-row block) */\n"
-    "    }\n"
-    "    if (warp > 0) return;\n"
-    "#pragma unroll\n"
-    "    for (int r = 0; r < R; r++)\n"
-    "#pragma unroll\n"
-    "        for (int nb = 0; nb < NB; nb++)\n"
-    "#pragma unroll\n"
-    "            for (int e = 0; e < 4; e++) {\n"
-    "                const int xi = 8 * nb + 2 * t + (e & 1), wi = n0 + 16 * r + g + 8 * (e >> 1);\n"
-    "                if (xi < m && wi < n) y[(ll)xi * n + wi] = acc[r][nb][e];\n"
-    "            }\n"
-    "}\n"
-    "/* NaN everywhere: the answer to arguments the kernel cannot honour */\n"
-    "__device__ void mxp_fill_nan(float *y, ll count) {\n"
-    "    const ll step = (ll)gridDim.x * blockDim.x;\n"
-    "    for (ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += step) y[i] = __uint_as_float(0x7fc00000u);\n"
-    "}\n"
-    "extern \"C\" __global__ void __launch_bounds__(512) qc_mxfp4_gemv_frag_ps(const u16 *x, const u8 *q, const u8 *sc,\n"
-    "        float *y, ll m, ll n, ll k) {\n"
-    "    extern __shared__ float red[];\n"
-    "    if (m <= 0 || n <= 0) return;\n"
-    "    if (m > 16 || k <= 0 || (k & 127) || n > 2147483647LL - 32 || ((unsigned long long)q & 15) ||\n"
-    "        ((unsigned long long)x & 15)) {\n"
-    "        mxp_fill_nan(y, m * n);\n"
-    "        return;\n"
-    "    }\n"
-    "    /* the host's tile count: R = 1 gives 16-row blocks (then 16 gridDim >= n), R = 2 32-row ones */\n"
-    "    const int R = (ll)gridDim.x * 16 >= n ? 1 : 2;\n"
-    "    const int n0 = blockIdx.x * (16 * R), mi = (int)m, ni = (int)n; /* n < 2^31 (eligibility) */\n"
-    "    if (m > 8) { /* two n8 tiles of x: one W tile at a time */\n"
-    "        mxp_gemv<1, 2>(x, q, sc, y, mi, ni, k, n0, red);\n"
-    "        if (R == 2 && n0 + 16 < n) mxp_gemv<1, 2>(x, q, sc, y, mi, ni, k, n0 + 16, red);\n"
-    "    } else if (R == 2) {\n"
-    "        mxp_gemv<2, 1>(x, q, sc, y, mi, ni, k, n0, red);\n"
-    "    } else {\n"
-    "        mxp_gemv<1, 1>(x, q, sc, y, mi, ni, k, n0, red);\n"
-    "    }\n"
-    "}\n";
+
+static const char MXP_SRC[] = MXP_SRC_BODY;
+static const char MXP_SRC3[] = "#define MXP_STAGES 3\n" MXP_SRC_BODY;
 
 /* ---- the launch plan (the device reads KS from blockDim and R from gridDim) ---- */
 
@@ -375,6 +387,10 @@ static const qc_kernel_param MXP_PARAMS[] = {
 };
 
 qc_status mxfp4_frag_ps_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void)) {
+    /* QC_MXP_STAGES=3: three register stages of codes (two chunks loaded ahead, 1.5x the bytes in flight a lane,
+     * about 10 more registers), an A/B knob for the device; read when the plugin registers */
+    const char *es = getenv("QC_MXP_STAGES");
+    int three = es && strcmp(es, "3") == 0;
     qc_kernel_desc d = {
         .struct_size = sizeof d,
         .id = "mxfp4.gemv_frag_ps",
@@ -386,7 +402,7 @@ qc_status mxfp4_frag_ps_register(const qc_host_api *api, qc_host *host, void (*b
         .n_params = sizeof MXP_PARAMS / sizeof MXP_PARAMS[0],
         .params = MXP_PARAMS,
         .reference = bx_ref, /* mxfp4.gemv's: the same product, in-order f32 sum */
-        .cuda_source = MXP_SRC,
+        .cuda_source = three ? MXP_SRC3 : MXP_SRC,
         .cuda_entry = "qc_mxfp4_gemv_frag_ps",
         .launch_dims = mxp_dims,
         .eligible = mxp_eligible,

@@ -345,15 +345,23 @@ static void compiles(qc_runtime *rt, const kinfo *ki) {
         return;
     }
     static const char *const opts[] = {"--ptxas-options=-v", NULL};
-    for (int t = 0; t < 2; t++) {
-        int sm = t ? 90 : 80;
+    /* mxfp4.gemv_frag_ps also as QC_MXP_STAGES=3 builds it (its source with MXP_STAGES defined first) */
+    char *src3 = NULL;
+    if (ki == &KINFO[1] && asprintf(&src3, "#define MXP_STAGES 3\n%s", k->cuda_source) < 0) src3 = NULL;
+    CHECK(ki != &KINFO[1] || src3, "out of memory");
+    for (int t = 0; t < (src3 ? 4 : 2); t++) {
+        int sm = t & 1 ? 90 : 80;
+        const char *src = t < 2 ? k->cuda_source : src3, *var = t < 2 ? "" : " (3 stages)";
+        char key[96];
+        snprintf(key, sizeof key, "%s%s", k->id, t < 2 ? "" : ".s3");
         qc_cubin c;
         qc_reason why;
         double t0 = qc_now_seconds();
-        qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, opts, sm, t, &c, &why);
-        CHECK(st == QC_OK, "%s for sm_%d%s: %s: %s", k->id, sm, t ? "a" : "", why.code, why.text);
+        qc_status st = qc_nvrtc_compile(nv, key, src, k->cuda_entry, opts, sm, t & 1, &c, &why);
+        CHECK(st == QC_OK, "%s%s for sm_%d%s: %s: %s", k->id, var, sm, t & 1 ? "a" : "", why.code, why.text);
         if (st != QC_OK) continue;
-        printf("%s: %s for %s in %.1f s, cubin %zu bytes\n", TEST, k->id, c.target, qc_now_seconds() - t0, c.size);
+        printf("%s: %s%s for %s in %.1f s, cubin %zu bytes\n", TEST, k->id, var, c.target, qc_now_seconds() - t0,
+               c.size);
         int regs, spill;
         char *log = nv_ptxas_report(tmp, &c, NULL, TEST, &regs, &spill);
         CHECK(log != NULL, "no NVRTC log for %s", c.target);
@@ -364,6 +372,7 @@ static void compiles(qc_runtime *rt, const kinfo *ki) {
         sass_counts(tmp, &c, 0);
         qc_cubin_free(&c);
     }
+    free(src3);
     sass_common(nv, k, tmp, ki);
     qc_nvrtc_destroy(nv);
     if (qc_test_failed)

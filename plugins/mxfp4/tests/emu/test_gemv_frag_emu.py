@@ -116,39 +116,44 @@ PS_CASES += [
 ]
 
 KERNELS = [
-    # id, entry, emulated helpers, arches to build, knobs, cases, skip sm_80 below this m (same code)
-    ("mxfp4.gemv_frag", "qc_mxfp4_gemv_frag", FRAG_EMULATED, (900, 800), ("QC_MXF_R", "QC_MXF_KS"), FRAG_CASES, 9),
-    ("mxfp4.gemv_frag_ps", "qc_mxfp4_gemv_frag_ps", PS_EMULATED, (900,), ("QC_MXP_R", "QC_MXP_KS"), PS_CASES, 0),
+    # id, entry, emulated helpers, builds (label, defines, the smallest m run: the same code below it), knobs, cases
+    ("mxfp4.gemv_frag", "qc_mxfp4_gemv_frag", FRAG_EMULATED,
+     (("sm_90", ["-D__CUDA_ARCH__=900"], 1), ("sm_80", ["-D__CUDA_ARCH__=800"], 9)), ("QC_MXF_R", "QC_MXF_KS"),
+     FRAG_CASES),
+    # no arch-dependent code; its two stage counts (QC_MXP_STAGES=3 builds three)
+    ("mxfp4.gemv_frag_ps", "qc_mxfp4_gemv_frag_ps", PS_EMULATED,
+     (("sm_90", ["-D__CUDA_ARCH__=900"], 1), ("S=3", ["-D__CUDA_ARCH__=900", "-DMXP_STAGES=3"], 1)),
+     ("QC_MXP_R", "QC_MXP_KS"), PS_CASES),
 ]
 
 with tempfile.TemporaryDirectory() as tmp:
     bad = 0
-    for kid, entry, emulated, arches, knobs, cases, m80 in KERNELS:
+    for kid, entry, emulated, builds, knobs, cases in KERNELS:
         kdir = os.path.join(tmp, kid)
         os.makedirs(kdir)
         with open(os.path.join(kdir, "gemv_frag_src.h"), "w") as f:
             f.write(source(kid, emulated, "extern __shared__ float red[];"))
         exes = []
-        for arch in arches:
-            exe = os.path.join(kdir, f"gemv_frag_emu_{arch}")
-            r = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", f"-D__CUDA_ARCH__={arch}", f"-DEMU_ENTRY={entry}",
+        for bi, (label, defs, mmin) in enumerate(builds):
+            exe = os.path.join(kdir, f"gemv_frag_emu_{bi}")
+            r = subprocess.run([cxx, "-std=c++20", "-O1", "-pthread", *defs, f"-DEMU_ENTRY={entry}",
                                 "-I", kdir, "-I", HERE, "-o", exe, os.path.join(HERE, "gemv_frag_emu.cpp")],
                                capture_output=True, text=True)
             if r.returncode != 0:
                 if "barrier" in r.stderr and ("No such file" in r.stderr or "not found" in r.stderr):
                     skip(f"{cxx} has no C++20 <barrier>")
                 fail(f"{cxx} could not build the emulation of {kid}:\n{r.stderr[-4000:]}")
-            exes.append((arch, exe))
+            exes.append((label, mmin, exe))
         print(f"== {kid}")
         for i, (m, n, k, emin, emax, nans, zeros, env) in enumerate(cases):
             g, b = dims(kid, m, n, k, env, knobs)
-            for arch, exe in exes:
-                if arch == 800 and m < m80:
-                    continue  # the same code on both arches below m = 9
+            for label, mmin, exe in exes:
+                if m < mmin:
+                    continue
                 r = subprocess.run([exe, str(m), str(n), str(k), str(emin), str(emax), str(nans), str(zeros), str(g),
                                     str(b), str(i)], capture_output=True, text=True, timeout=600)
                 plan = " ".join(f"{k_}={v}" for k_, v in env.items())
-                sys.stdout.write(f"sm_{arch // 10} {plan:28s} {r.stdout}")
+                sys.stdout.write(f"{label:5s} {plan:28s} {r.stdout}")
                 sys.stderr.write(r.stderr)
                 bad += r.returncode != 0
     print("gemv_frag_emu: FAIL" if bad else "gemv_frag_emu: all cases within tolerance")
