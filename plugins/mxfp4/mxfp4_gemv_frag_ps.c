@@ -22,7 +22,7 @@
  * tensor cores instead, as mxfp4.gemv does: the decoded bf16 weight is the
  * exact E2M1 value times 2^(e-127) (bf16 has f32's exponent range: exact
  * unless it overflows, as in the f32 reference; subnormal weights for
- * e <= 2, as in mxfp4.gemv), so an mma may mix blocks with different
+ * e <= 1, as in mxfp4.gemv), so an mma may mix blocks with different
  * scales and no promotion is needed at all.  Then lane t of a quad can
  * own a whole block: one 16-byte ld.global.nc.L1::no_allocate.v4 of row g
  * (bytes 16 t .. 16 t + 15 of the 64-byte chunk = block t) and one of row
@@ -54,31 +54,38 @@
  * 2^(e-127), mxfp4.gemv's factors.  Never, for a real model's weights.
  *
  * Work, as w4a16.gemv_frag_sym: a warp owns R = 1 or 2 tiles of 16 rows
- * (R = 2 only at m <= 8 with at least 528 tiles: x's B registers serve
- * both) and a contiguous slice of the k / 128 chunks; the KS = blockDim /
- * 32 warps of a block split K (about 16 warps an SM, one wave) and add
+ * (R = 2 with at least 528 tiles, e.g. gate_up: x's B registers serve
+ * both, and a warp has twice the codes in flight; w4a16 runs its two tiles
+ * in turn above m = 8 for lack of registers, here R = 2 with NB = 2 fits
+ * in 125) and a contiguous slice of the k / 128 chunks; the KS = blockDim
+ * / 32 warps of a block split K (about 16 warps an SM, one wave) and add
  * their totals in shared memory in warp order (deterministic) at the end.
  * Two register stages: the next chunk's codes and scale bytes are loaded
  * before the current chunk is computed; x is read where it is used (L1).
- * (QC_MXP_STAGES=3 at registration builds three stages, two chunks ahead:
- * an A/B knob for bytes in flight, not measured yet.)
- * Rows past n are read clamped to n - 1 and not stored; tokens past m read
- * x's row m - 1 (no predicated loads, no zero fill) and are not stored (an
- * mma's D column depends on its own B column only).  m > 8 runs the tiles of a 32-row block in
- * turn (as w4a16).  The device reads KS from blockDim and R from gridDim
- * (R = 1 iff 16 gridDim >= n).
+ * (QC_MXP_STAGES=3 at registration builds three stages, two chunks ahead,
+ * 1.5x the codes in flight: an A/B knob, not measured yet; there R = 2 at
+ * m > 8 runs the two tiles in turn, as two at once would spill.)  Rows
+ * past n are read clamped to n - 1 and not stored; tokens past m read x's
+ * row m - 1 (no predicated loads, no zero fill) and are not stored (an
+ * mma's D column depends on its own B column only).  The device reads KS
+ * from blockDim and R from gridDim (R = 1 iff 16 gridDim >= n).
  *
- * Expected cost (per chunk of 128 k a warp, R = 1; the SASS counts are
- * test_mxfp4_frag_unit's): 2 code loads of 16 B a lane + 2 byte loads (w4a16:
- * 2 + 2 u16), 4 NB x-loads, 8 words x 17 decode = 136, 16 NB byte_perms,
- * 8 NB mma, about 10 for the factors and the vote: ~170 at m <= 8, ~210 at
- * m <= 16 (w4a16 group 128: ~125 / ~160, mxfp4.gemv_frag ~290 / ~410).
- * Bytes in flight a lane are w4a16's (two stages of 32 B of codes), which
- * is what bounds these small-K-slice kernels on the H200 (w4a16 reaches
- * 0.7-1.2 TB/s at m = 16 on the Llama shapes, far from its issue limit), so
- * the aim is w4a16's time plus a little for the longer decode; mxfp4.gemv
- * (same decode) at m > 8 loads x at the quad with 8 warps an SM and no
- * prefetch of x, and splits K only 4 ways.
+ * Expected cost.  SASS of the chunk loops for sm_90a on the common path
+ * (test_mxfp4_frag_unit), instructions per 16 bytes of codes a lane
+ * streams: R = 1: 94 at m <= 8, 115 at m <= 16; R = 2: 86 / 95 (decode
+ * 32 LOP3 + 16 IMAD + 16 HMUL2 + 4 SHF of it; 4 NB HMMA; 4 NB PRMT / R).
+ * mxfp4.gemv_frag: 110 at m <= 4 (R = 1), 147 at m <= 8, 204 at m <= 16;
+ * w4a16.gemv_frag_sym's decode is 11 a word instead of 17, so about 75-95
+ * there.  Loads per chunk a lane (R = 1): 2 x 16 B of codes (w4a16's
+ * group-128 pattern), 2 scale bytes, 4 NB x 16 B of x from L1.  The mma
+ * count is w4a16's (half of mxfp4.gemv_frag's above m = 4).  Bytes in
+ * flight a warp are w4a16's (two stages of 32 B a lane a tile), and that,
+ * not issue, bounds these kernels on the H200: w4a16 runs at 0.77-1.3 TB/s
+ * at m = 16 on the Llama shapes while its issue would allow several times
+ * that.  So the aim is w4a16.gemv_frag_sym's time (o 11.8, down 26.0 us at
+ * m = 16) plus a little for the longer decode, and below it on gate_up
+ * (R = 2 at m > 8).  mxfp4.gemv (same decode) loads x inside its quad loop
+ * at m > 8 with 8 warps an SM and splits K only 4 ways.
  *
  * Called anyway with k % 128 != 0, m > 16 or misaligned pointers (codes
  * and x 16-byte aligned), the kernel writes NaN to every output, as
@@ -262,7 +269,7 @@
     "            for (int w = 1; w < ks; w++)\n"                                                                                \
     "#pragma unroll\n"                                                                                                          \
     "                for (int i = 0; i < NA; i++) (&acc[0][0][0])[i] += red[((w - 1) * NA + i) * 32 + lane];\n"                 \
-    "        __syncthreads(); /* red is free again (m > 8 comes back for the second tile of a 32-row block) */\n"               \
+    "        __syncthreads(); /* red is free again (3 stages, m > 8: back for the second tile of the block) */\n"               \
     "    }\n"                                                                                                                   \
     "    if (warp > 0) return;\n"                                                                                               \
     "#pragma unroll\n"                                                                                                          \
@@ -292,9 +299,15 @@
     "    /* the host's tile count: R = 1 gives 16-row blocks (then 16 gridDim >= n), R = 2 32-row ones */\n"                    \
     "    const int R = (ll)gridDim.x * 16 >= n ? 1 : 2;\n"                                                                      \
     "    const int n0 = blockIdx.x * (16 * R), mi = (int)m, ni = (int)n; /* n < 2^31 (eligibility) */\n"                        \
-    "    if (m > 8) { /* two n8 tiles of x: one W tile at a time */\n"                                                          \
+    "    if (R == 2 && m > 8) { /* two n8 tiles of x */\n"                                                                      \
+    "#if MXP_STAGES == 2\n"                                                                                                     \
+    "        mxp_gemv<2, 2>(x, q, sc, y, mi, ni, k, n0, red);\n"                                                                \
+    "#else /* three stages: the W tiles of the block in turn (two at once would spill) */\n"                                    \
     "        mxp_gemv<1, 2>(x, q, sc, y, mi, ni, k, n0, red);\n"                                                                \
-    "        if (R == 2 && n0 + 16 < n) mxp_gemv<1, 2>(x, q, sc, y, mi, ni, k, n0 + 16, red);\n"                                \
+    "        if (n0 + 16 < n) mxp_gemv<1, 2>(x, q, sc, y, mi, ni, k, n0 + 16, red);\n"                                          \
+    "#endif\n"                                                                                                                  \
+    "    } else if (m > 8) {\n"                                                                                                 \
+    "        mxp_gemv<1, 2>(x, q, sc, y, mi, ni, k, n0, red);\n"                                                                \
     "    } else if (R == 2) {\n"                                                                                                \
     "        mxp_gemv<2, 1>(x, q, sc, y, mi, ni, k, n0, red);\n"                                                                \
     "    } else {\n"                                                                                                            \
@@ -315,16 +328,18 @@ typedef struct mxp_plan {
     int64_t blocks;
 } mxp_plan;
 
-/* R = 2 (x's registers serve two tiles) at m <= 8 unless that leaves fewer
- * than two blocks per SM's worth of 16-row tiles; KS doubles while the
- * warps stay under the target and each keeps at least two chunks (w4a16's
- * plan).  QC_MXP_R and QC_MXP_KS override (tuning on the device; the
- * device follows the launch). */
+/* R = 2 (x's registers serve two tiles, twice the codes in flight a warp)
+ * unless that leaves fewer than two blocks per SM's worth of 16-row tiles;
+ * KS doubles while the warps stay under the target and each keeps at least
+ * two chunks (w4a16's plan, but R = 2 at m > 8 too: w4a16 runs its tiles
+ * in turn there for lack of registers, and its gate_up at m = 16 takes 1.5x
+ * its m = 4 time).  QC_MXP_R and QC_MXP_KS override (tuning on the device;
+ * the device follows the launch). */
 static void mxp_plan_of(int64_t m, int64_t n, int64_t k, mxp_plan *p) {
     memset(p, 0, sizeof *p);
     if (m <= 0 || n <= 0 || k < 128) return;
     int64_t chunks = k / 128, tiles = (n + 15) / 16;
-    p->r = tiles >= 2 * 264 && m <= 8 ? 2 : 1;
+    p->r = tiles >= 2 * 264 ? 2 : 1;
     const char *er = getenv("QC_MXP_R"), *ek = getenv("QC_MXP_KS");
     if (er && (atoi(er) == 1 || atoi(er) == 2)) p->r = atoi(er);
     if (tiles == 1) p->r = 1; /* 16 gridDim >= n then reads as R = 1 */
@@ -337,9 +352,10 @@ static void mxp_plan_of(int64_t m, int64_t n, int64_t k, mxp_plan *p) {
     }
 }
 
-/* the floats each lane leaves for the reduction: R tiles (one at a time above m = 8) x NB x 4 */
+/* the floats each lane leaves for the reduction: R tiles x NB x 4 (the 3-stage build runs the tiles of m > 8
+ * in turn and needs half of it) */
 static uint32_t mxp_red_bytes(int64_t m, const mxp_plan *p) {
-    int nb = m > 8 ? 2 : 1, r = m > 8 ? 1 : p->r;
+    int nb = m > 8 ? 2 : 1, r = p->r;
     return p->ks > 1 ? (uint32_t)(p->ks - 1) * (uint32_t)(r * nb * 4) * 32u * 4u : 0u;
 }
 

@@ -112,6 +112,8 @@ PS_CASES += [
     (9, 16, 256, 129, 129, 0, 0, {}),                               # every byte just above the fast range
     (16, 8, 4096, 118, 124, 0, 0, {}),                              # the plan's own K split
     (8, 264, 1024, 118, 124, 0, 0, {}),
+    (9, 72, 640, 110, 127, 0, 0, {"QC_MXP_R": "2"}),               # R = 2 at m > 8, rows past n in the last block
+    (16, 264, 1024, 110, 127, 1, 1, {"QC_MXP_R": "2", "QC_MXP_KS": "4"}),
     (16, 1000, 640, 118, 124, 0, 0, {}),                            # 63 tiles, n % 16 = 8
 ]
 
