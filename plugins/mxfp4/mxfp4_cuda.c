@@ -608,13 +608,19 @@ qc_status mxfp4_cuda_register(const qc_host_api *api, qc_host *host, void (*bx_r
     b100.arch = (qc_arch_range){100, 100};
     /* mxfp4.gemv_frag first, for M <= 4 (H200, session 6: against mxfp4.gemv it wins on o and down, loses on
      * qkv and by up to 10% on gate_up in gemm-bench, the GPU test's timing had gate_up the other way; the
-     * batch-1 Llama-3-8B step 1.1% faster; at M = 16 gate_up takes 1.5x), mxfp4.gemv from M = 5.
-     * QC_MXF_FRAG=off registers it behind mxfp4.gemv for M 1..16 (never picked: A/B runs); its tests run it
-     * by id either way. */
-    const char *fenv = getenv("QC_MXF_FRAG");
-    int frag_first = !(fenv && strcmp(fenv, "off") == 0);
-    qc_status st = frag_first ? mxfp4_frag_register(api, host, bx_ref, MXF_FRAG_M_MAX) : api->register_kernel(host, &gemv);
-    if (st == QC_OK) st = frag_first ? api->register_kernel(host, &gemv) : mxfp4_frag_register(api, host, bx_ref, 16);
+     * batch-1 Llama-3-8B step 1.1% faster; at M = 16 gate_up takes 1.5x), then mxfp4.gemv_frag_ps (M 1..16: the
+     * engine reaches it from M = 5, where mxfp4.gemv_frag issues twice w4a16's mma count and mxfp4.gemv trails
+     * w4a16.gemv_frag_sym on o and down; mxfp4_gemv_frag_ps.c), mxfp4.gemv for what they refuse (k % 128).
+     * QC_MXF_FRAG=off registers mxfp4.gemv_frag behind mxfp4.gemv for M 1..16 (never picked: A/B runs; then
+     * mxfp4.gemv_frag_ps takes M 1..4 too); QC_MXF_PS=off registers mxfp4.gemv_frag_ps behind mxfp4.gemv (the
+     * order before it).  Their tests run them by id either way. */
+    const char *fenv = getenv("QC_MXF_FRAG"), *penv = getenv("QC_MXF_PS");
+    int frag_first = !(fenv && strcmp(fenv, "off") == 0), ps_first = !(penv && strcmp(penv, "off") == 0);
+    qc_status st = frag_first ? mxfp4_frag_register(api, host, bx_ref, MXF_FRAG_M_MAX) : QC_OK;
+    if (st == QC_OK && ps_first) st = mxfp4_frag_ps_register(api, host, bx_ref);
+    if (st == QC_OK) st = api->register_kernel(host, &gemv);
+    if (st == QC_OK && !frag_first) st = mxfp4_frag_register(api, host, bx_ref, 16);
+    if (st == QC_OK && !ps_first) st = mxfp4_frag_ps_register(api, host, bx_ref);
     if (st == QC_OK) st = api->register_kernel(host, &mma);
     if (st == QC_OK) st = api->register_kernel(host, &b100);
     return st;

@@ -16,4 +16,9 @@ qc_status mxfp4_cuda_register(const qc_host_api *api, qc_host *host, void (*bx_r
 #define MXF_FRAG_M_MAX 4
 qc_status mxfp4_frag_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void), int64_t m_max);
 
+/* Register "mxfp4.gemv_frag_ps" (m 1..16, k % 128 == 0, sm_80+; mxfp4_gemv_frag_ps.c), called by
+ * mxfp4_cuda_register after mxfp4.gemv_frag and before mxfp4.gemv, so that the engine picks it for M 5..16
+ * (QC_MXF_PS=off: after mxfp4.gemv, never picked). */
+qc_status mxfp4_frag_ps_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void));
+
 #endif

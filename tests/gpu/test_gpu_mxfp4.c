@@ -1,4 +1,4 @@
-/* test_gpu_mxfp4.c - the mxfp4 GPU kernels against their C reference and a double sum; timings against the copy-bandwidth floor, mxfp4.gemv_frag beside mxfp4.gemv. */
+/* test_gpu_mxfp4.c - the mxfp4 GPU kernels against their C reference and a double sum; timings against the copy-bandwidth floor, mxfp4.gemv_frag and mxfp4.gemv_frag_ps beside mxfp4.gemv. */
 #define _GNU_SOURCE
 #include <math.h>
 
@@ -41,6 +41,19 @@ enum wkind {
 /* the median of the last timed run_case, us (-1 when none) */
 static double last_us = -1;
 
+/* QC_MXF_KERNELS=id,id,...: run only the cases of these kernels (a quick device run); unset: all */
+static int kernel_wanted(const char *id) {
+    const char *e = getenv("QC_MXF_KERNELS");
+    if (!e || !*e) return 1;
+    size_t l = strlen(id);
+    for (const char *p = e; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == l && strncmp(p, id, l) == 0) return 1;
+        p += n + (p[n] == ',');
+    }
+    return 0;
+}
+
 /* Median microseconds of `reps` launches (after 3 warm-ups), argument set i % nsets for launch i, each synced
  * (gpu_test.h's gt_time_launches_as; GT_TIME=memset or stream picks another method). */
 static double time_median(ctx *c, qc_gpu_fn fn, const qc_launch_dims *d, void ***argvs, int nsets, int reps) {
@@ -69,6 +82,7 @@ static double w_at(const uint8_t *q, const uint8_t *sc, int64_t k, int64_t o, in
 static void run_case(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, enum wkind wk, int reps) {
     char err[512], shape[96];
     last_us = -1;
+    if (!kernel_wanted(id)) return;
     snprintf(shape, sizeof shape, "m=%lld n=%lld k=%lld%s", (long long)m, (long long)n, (long long)k,
              wk == W_TINY     ? " tiny"
              : wk == W_NANBLK ? " nan-blocks"
@@ -336,6 +350,7 @@ int main(int argc, char **argv) {
                 } forced[] = {{"2", "3", 1, 264, 1152}, {"2", "5", 4, 77, 896}, {"2", "4", 7, 40, 640},
                               {"1", "7", 9, 24, 2176}, {"2", "16", 16, 264, 1152}, {"1", "16", 2, 72, 14336}};
                 for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) {
+                    if (!kernel_wanted(frag)) break;
                     setenv("QC_MXF_R", forced[i].r, 1);
                     setenv("QC_MXF_KS", forced[i].ks, 1);
                     printf("  (%s with QC_MXF_R=%s QC_MXF_KS=%s)\n", frag, forced[i].r, forced[i].ks);
@@ -344,6 +359,40 @@ int main(int argc, char **argv) {
                     unsetenv("QC_MXF_KS");
                 }
                 for (int64_t m = 1; m <= 16; m++) run_case(&c, frag, m, 4096, 4096, W_NORMAL, 0);
+                /* mxfp4.gemv_frag_ps (k % 128 == 0; the engine's pick for M 5..16): every m on odd tile counts and
+                 * n % 16 != 0, one tile of 8 rows, k = 128, K splits with ragged ends (plan-chosen and forced, warps
+                 * without chunks), forced 32-row blocks (R = 2 at m <= 8, tiles in turn above), tiny, NaN, zero and
+                 * huge scale bytes, every m on a decode shape (sampled) */
+                static const char ps[] = "mxfp4.gemv_frag_ps";
+                for (int64_t m = 1; m <= 16; m++) run_case(&c, ps, m, m % 3 ? 264 : 77, fk[m % 6], W_NORMAL, 0);
+                run_case(&c, ps, 1, 1, 128, W_NORMAL, 0);
+                run_case(&c, ps, 16, 8, 128, W_NORMAL, 0);
+                run_case(&c, ps, 5, 40, 1152, W_NORMAL, 0);
+                run_case(&c, ps, 9, 4097, 2176, W_NORMAL, 0);
+                run_case(&c, ps, 16, 999, 4224, W_NORMAL, 0);
+                run_case(&c, ps, 8, 128, 512, W_TINY, 0);
+                run_case(&c, ps, 12, 96, 1024, W_TINY, 0);
+                run_case(&c, ps, 5, 64, 1024, W_NANBLK, 0);
+                run_case(&c, ps, 16, 64, 1024, W_NANBLK, 0);
+                run_case(&c, ps, 8, 64, 512, W_SUBN, 0);
+                run_case(&c, ps, 5, 96, 1152, W_HUGE, 0);
+                run_case(&c, ps, 8, 48, 4096, W_HUGE, 0);
+                run_case(&c, ps, 16, 40, 640, W_HUGE, 0);
+                static const struct {
+                    const char *r, *ks;
+                    int64_t m, n, k;
+                } pforced[] = {{"2", "3", 5, 264, 1152}, {"2", "5", 8, 77, 896},  {"2", "4", 12, 40, 640},
+                               {"1", "7", 9, 24, 2176},  {"2", "16", 16, 264, 1152}, {"1", "16", 6, 72, 14336}};
+                for (size_t i = 0; i < sizeof pforced / sizeof pforced[0]; i++) {
+                    if (!kernel_wanted(ps)) break;
+                    setenv("QC_MXP_R", pforced[i].r, 1);
+                    setenv("QC_MXP_KS", pforced[i].ks, 1);
+                    printf("  (%s with QC_MXP_R=%s QC_MXP_KS=%s)\n", ps, pforced[i].r, pforced[i].ks);
+                    run_case(&c, ps, pforced[i].m, pforced[i].n, pforced[i].k, W_NORMAL, 0);
+                    unsetenv("QC_MXP_R");
+                    unsetenv("QC_MXP_KS");
+                }
+                for (int64_t m = 1; m <= 16; m++) run_case(&c, ps, m, 4096, 4096, W_NORMAL, 0);
                 /* prefill GEMM: m tails, n tails (odd n), k % 64 == 32, tiny and NaN scales */
                 run_case(&c, "mxfp4.linear_mma", 17, 136, 64, W_NORMAL, 0);
                 run_case(&c, "mxfp4.linear_mma", 100, 77, 96, W_NORMAL, 0);
@@ -361,23 +410,38 @@ int main(int argc, char **argv) {
             printf("%s: correctness cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             if (!quick) {
                 measure_copy(&c);
-                /* Llama-3-8B o, qkv, gate_up, down at M = 1, 4, 16: mxfp4.gemv_frag beside mxfp4.gemv (the issue: within
-                 * 1.15x of w4a16.gemv_frag_sym, whose times test_gpu_w4a16_frag prints) */
+                /* Llama-3-8B o, qkv, gate_up, down at M = 1, 4, 8, 16: mxfp4.gemv_frag and mxfp4.gemv_frag_ps beside
+                 * mxfp4.gemv (the issue: within 1.15x of w4a16.gemv_frag_sym, whose times test_gpu_w4a16_frag and
+                 * gemm-bench print) */
                 static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
                 static const char *const names[] = {"o", "qkv", "gate_up", "down"};
-                static const int64_t ms[] = {1, 4, 16}, mp[] = {1024, 4096};
-                double ratio[4][3];
+                static const char *const fk_ids[] = {"mxfp4.gemv_frag", "mxfp4.gemv_frag_ps"};
+                static const int64_t ms[] = {1, 4, 8, 16}, mp[] = {1024, 4096};
+                double tus[4][4][3]; /* [shape][m][gemv, frag, frag_ps] */
                 for (size_t sh = 0; sh < 4; sh++)
-                    for (size_t i = 0; i < 3; i++) {
+                    for (size_t i = 0; i < 4; i++) {
                         run_case(&c, gemv, ms[i], shapes[sh][0], shapes[sh][1], W_NORMAL, 50);
-                        double old_us = last_us;
-                        run_case(&c, "mxfp4.gemv_frag", ms[i], shapes[sh][0], shapes[sh][1], W_NORMAL, 50);
-                        ratio[sh][i] = old_us > 0 && last_us > 0 ? last_us / old_us : -1;
+                        tus[sh][i][0] = last_us;
+                        for (size_t j = 0; j < 2; j++) {
+                            run_case(&c, fk_ids[j], ms[i], shapes[sh][0], shapes[sh][1], W_NORMAL, 50);
+                            tus[sh][i][1 + j] = last_us;
+                        }
+                    }
+                for (size_t j = 0; j < 2; j++)
+                    for (size_t sh = 0; sh < 4; sh++) {
+                        double r[4];
+                        for (size_t i = 0; i < 4; i++)
+                            r[i] = tus[sh][i][0] > 0 && tus[sh][i][1 + j] > 0 ? tus[sh][i][1 + j] / tus[sh][i][0] : -1;
+                        printf("%s: RATIO %s / %s on %s %lldx%lld: M=1 %.3f  M=4 %.3f  M=8 %.3f  M=16 %.3f\n", TEST,
+                               fk_ids[j], gemv, names[sh], (long long)shapes[sh][0], (long long)shapes[sh][1], r[0],
+                               r[1], r[2], r[3]);
                     }
                 for (size_t sh = 0; sh < 4; sh++)
-                    printf("%s: RATIO mxfp4.gemv_frag / %s on %s %lldx%lld: M=1 %.3f  M=4 %.3f  M=16 %.3f\n", TEST, gemv,
-                           names[sh], (long long)shapes[sh][0], (long long)shapes[sh][1], ratio[sh][0], ratio[sh][1],
-                           ratio[sh][2]);
+                    printf("%s: US %s %lldx%lld (gemv / frag / frag_ps): M=1 %.2f/%.2f/%.2f  M=4 %.2f/%.2f/%.2f  "
+                           "M=8 %.2f/%.2f/%.2f  M=16 %.2f/%.2f/%.2f\n",
+                           TEST, names[sh], (long long)shapes[sh][0], (long long)shapes[sh][1], tus[sh][0][0],
+                           tus[sh][0][1], tus[sh][0][2], tus[sh][1][0], tus[sh][1][1], tus[sh][1][2], tus[sh][2][0],
+                           tus[sh][2][1], tus[sh][2][2], tus[sh][3][0], tus[sh][3][1], tus[sh][3][2]);
                 for (size_t sh = 0; sh < 4; sh++)
                     for (size_t i = 0; i < 2; i++)
                         run_case(&c, "mxfp4.linear_mma", mp[i], shapes[sh][0], shapes[sh][1], W_NORMAL, 20);

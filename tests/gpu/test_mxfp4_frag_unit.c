@@ -1,4 +1,4 @@
-/* test_mxfp4_frag_unit.c - mxfp4.gemv_frag without a GPU: descriptor, refusals, selection, plan, reference, sm_80 / sm_90a builds and SASS per 16 bytes of codes. */
+/* test_mxfp4_frag_unit.c - mxfp4.gemv_frag and mxfp4.gemv_frag_ps without a GPU: descriptors, refusals, selection, plans, references, sm_80 / sm_90a builds and SASS per 16 bytes of codes. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <unistd.h>
@@ -10,7 +10,28 @@
 #include "qcore/qcore.h"
 
 #define TEST "test_mxfp4_frag_unit"
-#define KID "mxfp4.gemv_frag"
+
+/* The two fragment GEMVs: the engine takes mxfp4.gemv_frag up to M = 4, mxfp4.gemv_frag_ps for M 5..16. */
+typedef struct kinfo {
+    const char *id;
+    int64_t m_max;     /* the descriptor's */
+    int r2_m_max;      /* R = 2 (32-row blocks) planned only up to this m */
+    const char *vote;  /* the per-chunk warp vote for the rare scale bytes (compiled out for the common path) */
+} kinfo;
+static const kinfo KINFO[] = {
+    {"mxfp4.gemv_frag", 4, 4, "if (mxf_any_special<R>(s))"},
+    {"mxfp4.gemv_frag_ps", 16, 16, "if (__any_sync(0xffffffffu, e > 128u))"},
+};
+#define NKINFO (sizeof KINFO / sizeof KINFO[0])
+
+/* the n8 tiles of x a warp runs at m, and the W tiles it holds at once with R planned */
+static void tiles_of(const kinfo *ki, int64_t m, int r, int *nb, int *rd, int *floats) {
+    if (ki == &KINFO[0]) {
+        *nb = m <= 4 ? 1 : m <= 8 ? 2 : 4, *rd = m <= 4 ? r : 1, *floats = 2;
+    } else {
+        *nb = m > 8 ? 2 : 1, *rd = r, *floats = 4; /* (its 3-stage build runs m > 8's tiles in turn: half) */
+    }
+}
 
 static qc_problem prob(uint32_t sm, int64_t m, int64_t n, int64_t k) {
     qc_problem p = {.struct_size = sizeof p, .sm = sm, .m = m, .n = n, .k = k, .group_size = 32,
@@ -28,14 +49,17 @@ static void expect_refused(const qc_kernel_desc *k, const qc_format_desc *f, qc_
                     (long long)p.k, p.sm, why.code, why.text);
 }
 
-/* Descriptor, every refusal with its code, the engine's pick (it up to M = 4, then mxfp4.gemv), the launch plan. */
-static void descriptors(qc_runtime *rt) {
+/* Descriptor, every refusal with its code, the engine's pick (mxfp4.gemv_frag up to M = 4, mxfp4.gemv_frag_ps
+ * above, mxfp4.gemv for k % 128 != 0), the launch plan. */
+static void descriptors(qc_runtime *rt, const kinfo *ki) {
+    const char *KID = ki->id;
     const qc_format_desc *f = qc_format_find(rt, "mxfp4");
-    const qc_kernel_desc *k = qc_kernel_find(rt, KID), *gv = qc_kernel_find(rt, "mxfp4.gemv");
-    CHECK(f && k && gv, "mxfp4 format, %s or mxfp4.gemv not loaded from %s", KID, QC_TEST_PLUGIN_DIR);
-    if (!f || !k || !gv) return;
+    const qc_kernel_desc *k = qc_kernel_find(rt, KID), *gv = qc_kernel_find(rt, "mxfp4.gemv"),
+                         *kf = qc_kernel_find(rt, KINFO[0].id), *kp = qc_kernel_find(rt, KINFO[1].id);
+    CHECK(f && k && gv && kf && kp, "mxfp4 format, %s or mxfp4.gemv not loaded from %s", KID, QC_TEST_PLUGIN_DIR);
+    if (!f || !k || !gv || !kf || !kp) return;
     CHECK(k->reference && k->cuda_source && k->cuda_entry && k->launch_dims && k->eligible, "%s lacks a part", KID);
-    CHECK(k->m_min == 1 && k->m_max == 4 && k->arch.min_sm == 80 && k->arch.max_sm == QC_SM_ANY,
+    CHECK(k->m_min == 1 && k->m_max == ki->m_max && k->arch.min_sm == 80 && k->arch.max_sm == QC_SM_ANY,
           "%s: M [%lld, %lld] arch [%u, %u]", KID, (long long)k->m_min, (long long)k->m_max, k->arch.min_sm,
           k->arch.max_sm);
     CHECK(k->reference == gv->reference, "%s should share mxfp4.gemv's C reference", KID);
@@ -50,8 +74,9 @@ static void descriptors(qc_runtime *rt) {
             for (uint32_t sm = 80; sm <= 90; sm += 10) {
                 qc_problem p = prob(sm, m, shapes[i][0], shapes[i][1]);
                 const qc_kernel_desc *sel = NULL;
-                /* registered first for M <= 4 (faster there on the H200), mxfp4.gemv from M = 5 */
-                CHECK(qc_select_format(rt, f, &p, 1, &sel, &why) && sel == (m <= 4 ? k : gv),
+                /* mxfp4.gemv_frag registered first for M <= 4 (faster there on the H200), then
+                 * mxfp4.gemv_frag_ps (M 1..16), then mxfp4.gemv */
+                CHECK(qc_select_format(rt, f, &p, 1, &sel, &why) && sel == (m <= 4 ? kf : kp),
                       "sm_%u m=%lld %lldx%lld chose %s", sm, (long long)m, (long long)p.n, (long long)p.k,
                       sel ? sel->id : why.text);
             }
@@ -59,7 +84,7 @@ static void descriptors(qc_runtime *rt) {
     expect_refused(k, f, prob(90, 1, 4096, 96), "align_k");
     expect_refused(k, f, prob(90, 1, 4096, 4112), "align_k"); /* the format's own */
     expect_refused(k, f, prob(90, 1, 4100, 4096), "align_n");
-    expect_refused(k, f, prob(90, 5, 4096, 4096), "m_range");
+    if (ki->m_max < 16) expect_refused(k, f, prob(90, ki->m_max + 1, 4096, 4096), "m_range");
     expect_refused(k, f, prob(90, 17, 4096, 4096), "m_range");
     expect_refused(k, f, prob(90, 0, 4096, 4096), "m_range");
     expect_refused(k, f, prob(75, 1, 4096, 4096), "arch");
@@ -86,17 +111,18 @@ static void descriptors(qc_runtime *rt) {
             k->launch_dims(&p, &d);
             int64_t n = p.n, tiles = (n + 15) / 16;
             int ks = (int)(d.block[0] / 32), r = (int64_t)d.grid[0] * 16 >= n ? 1 : 2;
-            int nb = m <= 4 ? 1 : m <= 8 ? 2 : 4, rd = m <= 4 ? r : 1;
+            int nb, rd, fl;
+            tiles_of(ki, m, r, &nb, &rd, &fl);
             int okd = d.grid[0] > 0 && d.grid[1] == 1 && d.grid[2] == 1 && d.block[0] % 32 == 0 && ks >= 1 &&
                       ks <= 16 && d.block[1] == 1 && (int64_t)d.grid[0] == (tiles + r - 1) / r &&
-                      (r == 1 || m <= 4) && d.shared_bytes <= 48u * 1024u &&
-                      d.shared_bytes >= (uint32_t)(ks - 1) * (uint32_t)(rd * nb * 2) * 128u;
-            CHECK(okd, "plan m=%lld n=%lld k=%lld: grid %u block %u smem %u", (long long)m, (long long)n,
+                      (r == 1 || m <= ki->r2_m_max) && d.shared_bytes <= 48u * 1024u &&
+                      d.shared_bytes >= (uint32_t)(ks - 1) * (uint32_t)(rd * nb * fl) * 128u;
+            CHECK(okd, "%s plan m=%lld n=%lld k=%lld: grid %u block %u smem %u", KID, (long long)m, (long long)n,
                   (long long)p.k, d.grid[0], d.block[0], d.shared_bytes);
             if ((m == 1 || m == 16) && i < 4)
-                printf("%s: plan m=%lld n=%lld k=%lld: %u blocks of %d warps (K split %d, %d tile%s of 16 rows a "
+                printf("%s: %s plan m=%lld n=%lld k=%lld: %u blocks of %d warps (K split %d, %d tile%s of 16 rows a "
                        "block), %lld chunks a warp, %u B shared\n",
-                       TEST, (long long)m, (long long)n, (long long)p.k, d.grid[0], ks, ks, r, r > 1 ? "s" : "",
+                       TEST, KID, (long long)m, (long long)n, (long long)p.k, d.grid[0], ks, ks, r, r > 1 ? "s" : "",
                        (long long)((p.k / 128 + ks - 1) / ks), d.shared_bytes);
         }
     qc_problem p0 = prob(90, 0, 4096, 4096);
@@ -106,7 +132,7 @@ static void descriptors(qc_runtime *rt) {
 }
 
 /* Its reference through its own descriptor equals mxfp4.gemv's bit for bit and writes every output. */
-static void references(qc_runtime *rt) {
+static void references(qc_runtime *rt, const char *KID) {
     const qc_format_desc *f = qc_format_find(rt, "mxfp4");
     const qc_kernel_desc *kf = qc_kernel_find(rt, KID), *kg = qc_kernel_find(rt, "mxfp4.gemv");
     if (!f || !kf || !kg) return;
@@ -147,7 +173,8 @@ static void references(qc_runtime *rt) {
 }
 
 /* SASS of the cubin (nvdisasm on PATH, else skipped): opcode totals, and each innermost loop with HMMAs (the
- * chunk loop, unrolled by two) per 16 bytes of codes a lane streams (LDG.E.NA.64: 8 bytes each). */
+ * chunk loop, unrolled by two) per 16 bytes of codes a lane streams (LDG.E.NA.64: 8 bytes each, LDG.E.NA.128:
+ * 16). */
 #define SASS_MAX 60000
 typedef struct sass_ins {
     unsigned addr;
@@ -208,8 +235,13 @@ static void sass_counts(const char *tmp, const qc_cubin *c, int per16) {
     for (size_t j = 0; j < NOPS; j++) printf(" %s %zu", ops[j], counts[j]);
     printf("\n");
     CHECK(counts[0] > 0, "%s: no HMMA in the SASS", c->target);
-    CHECK(counts[12] + counts[13] == 0, "%s: local-memory accesses (LDL %zu, STL %zu): spills or indexed arrays",
-          c->target, counts[12], counts[13]);
+    /* the common-path build (per16) is only counted, never run: there ptxas's allocation may differ (a value of
+     * mxfp4.gemv_frag_ps's entry kept on the stack across its calls); the loops below are checked in both */
+    CHECK(per16 || counts[12] + counts[13] == 0, "%s: local-memory accesses (LDL %zu, STL %zu): spills or indexed "
+          "arrays", c->target, counts[12], counts[13]);
+    if (per16 && counts[12] + counts[13])
+        printf("%s: %s common-path build: %zu local-memory accesses outside the chunk loops\n", TEST, c->target,
+               counts[12] + counts[13]);
     /* loops: [target, branch] of each backward branch holding HMMAs, innermost only */
     int lo[128], hi[128], nloop = 0, shown = 0;
     for (int i = 0; i < n && nloop < 128; i++) {
@@ -229,14 +261,15 @@ static void sass_counts(const char *tmp, const qc_cubin *c, int per16) {
         for (int M = 0; M < nloop; M++)
             if (M != L && lo[M] >= lo[L] && hi[M] <= hi[L] && (lo[M] != lo[L] || hi[M] != hi[L])) inner = 0;
         if (!inner) continue;
-        int tot = 0, hmma = 0, wld = 0, xld = 0, sld = 0, lop = 0, shf = 0, imad = 0, hfma = 0, prmt = 0, ffma = 0,
+        int tot = 0, hmma = 0, wld = 0, wb = 0, xld = 0, sld = 0, lop = 0, shf = 0, imad = 0, hfma = 0, prmt = 0, ffma = 0,
             ctl = 0, local = 0;
         for (int j = lo[L]; j <= hi[L]; j++) {
             const char *o = ins[j].op;
             tot++;
             local += op_is(o, "LDL") || op_is(o, "STL");
             if (op_is(o, "HMMA")) hmma++;
-            else if (op_is(o, "LDG.E.NA.64")) wld++;
+            else if (op_is(o, "LDG.E.NA.64")) wld++, wb += 8;
+            else if (op_is(o, "LDG.E.NA.128")) wld++, wb += 16;
             else if (op_is(o, "LDG.E.128")) xld++;
             else if (op_is(o, "LDG")) sld++;
             else if (op_is(o, "LOP3")) lop++;
@@ -252,10 +285,10 @@ static void sass_counts(const char *tmp, const qc_cubin *c, int per16) {
         CHECK(local == 0, "%s: %d local-memory accesses inside the loop at %#x: spills in the hot path", c->target,
               local, ins[lo[L]].addr);
         if (!per16) continue; /* the full build: its loops hold both chunk copies (see sass_common) */
-        double u = 8.0 * wld / 16.0; /* 16-byte units of codes per lane per trip */
-        printf("%s:   %s loop %#x..%#x: %d instructions, %d HMMA, W %d x LDG.E.NA.64 (%.0f B/lane), x %d x "
+        double u = wb / 16.0; /* 16-byte units of codes per lane per trip */
+        printf("%s:   %s loop %#x..%#x: %d instructions, %d HMMA, W %d x LDG.E.NA (%d B/lane), x %d x "
                "LDG.E.128, scales %d other LDG\n",
-               TEST, c->target, ins[lo[L]].addr, ins[hi[L]].addr, tot, hmma, wld, 8.0 * wld, xld, sld);
+               TEST, c->target, ins[lo[L]].addr, ins[hi[L]].addr, tot, hmma, wld, wb, xld, sld);
         if (u > 0)
             printf("%s:     per 16 B of codes (32 weights) a lane: %.1f instr = LOP3 %.1f + SHF %.1f + IMAD/LEA %.1f "
                    "+ HFMA2 %.1f + PRMT %.1f + FFMA %.1f + HMMA %.1f + LDG %.2f + control %.1f + other %.1f\n",
@@ -273,8 +306,8 @@ static void sass_counts(const char *tmp, const qc_cubin *c, int per16) {
 /* The common path: each chunk is compiled twice (the exact scale conversion for scale bytes 0 and 0xFF, chosen
  * per chunk by a warp vote), so the per-16-byte count is made on a build whose vote is replaced by false: its
  * loops hold only what runs on real weights. */
-static void sass_common(qc_nvrtc *nv, const qc_kernel_desc *k, const char *tmp) {
-    static const char vote[] = "if (mxf_any_special<R>(s))";
+static void sass_common(qc_nvrtc *nv, const qc_kernel_desc *k, const char *tmp, const kinfo *ki) {
+    const char *KID = ki->id, *vote = ki->vote;
     const char *at = strstr(k->cuda_source, vote);
     CHECK(at != NULL, "%s source has no per-chunk vote '%s' any more: update sass_common", KID, vote);
     if (!at) return;
@@ -285,12 +318,19 @@ static void sass_common(qc_nvrtc *nv, const qc_kernel_desc *k, const char *tmp) 
     snprintf(src + pre, len + 1 - pre, "if (false)%s", at + strlen(vote));
     qc_cubin c;
     qc_reason why;
-    qc_status st = qc_nvrtc_compile(nv, KID ".common", src, k->cuda_entry, NULL, 90, 1, &c, &why);
+    char key[96];
+    snprintf(key, sizeof key, "%s.common", KID);
+    qc_status st = qc_nvrtc_compile(nv, key, src, k->cuda_entry, NULL, 90, 1, &c, &why);
     CHECK(st == QC_OK, "%s common-path build: %s: %s", KID, why.code, why.text);
     if (st == QC_OK) {
-        printf("%s: SASS of %s for sm_90a, common path (the exact-scale chunks compiled out); one loop per variant "
-               "(R = 2 at m <= 4: 128 B a lane a trip; R = 1 at m <= 4, 8, 16: 4, 8, 16 HMMA per 16 B):\n",
-               TEST, KID);
+        if (ki == &KINFO[0])
+            printf("%s: SASS of %s for sm_90a, common path (the exact-scale chunks compiled out); one loop per "
+                   "variant (R = 2 at m <= 4: 128 B a lane a trip; R = 1 at m <= 4, 8, 16: 4, 8, 16 HMMA per 16 B):\n",
+                   TEST, KID);
+        else
+            printf("%s: SASS of %s for sm_90a, common path (the chunks with scale bytes above 128 compiled out); "
+                   "one loop per variant (R = 1 at m <= 8, 16: 4, 8 HMMA per 16 B; R = 2 at m <= 8, 16: 128 B a lane a "
+                   "trip):\n", TEST, KID);
         sass_counts(tmp, &c, 1);
         qc_cubin_free(&c);
     }
@@ -298,8 +338,8 @@ static void sass_common(qc_nvrtc *nv, const qc_kernel_desc *k, const char *tmp) 
 }
 
 /* The kernel through NVRTC for sm_80 and sm_90a, with ptxas's register report (no spills in the loops). */
-static void compiles(qc_runtime *rt) {
-    const qc_kernel_desc *k = qc_kernel_find(rt, KID);
+static void compiles(qc_runtime *rt, const kinfo *ki) {
+    const qc_kernel_desc *k = qc_kernel_find(rt, ki->id);
     if (!k) return;
     char *tmp = nv_tmpdir();
     int skip = 0;
@@ -310,15 +350,23 @@ static void compiles(qc_runtime *rt) {
         return;
     }
     static const char *const opts[] = {"--ptxas-options=-v", NULL};
-    for (int t = 0; t < 2; t++) {
-        int sm = t ? 90 : 80;
+    /* mxfp4.gemv_frag_ps also as QC_MXP_STAGES=3 builds it (its source with MXP_STAGES defined first) */
+    char *src3 = NULL;
+    if (ki == &KINFO[1] && asprintf(&src3, "#define MXP_STAGES 3\n%s", k->cuda_source) < 0) src3 = NULL;
+    CHECK(ki != &KINFO[1] || src3, "out of memory");
+    for (int t = 0; t < (src3 ? 4 : 2); t++) {
+        int sm = t & 1 ? 90 : 80;
+        const char *src = t < 2 ? k->cuda_source : src3, *var = t < 2 ? "" : " (3 stages)";
+        char key[96];
+        snprintf(key, sizeof key, "%s%s", k->id, t < 2 ? "" : ".s3");
         qc_cubin c;
         qc_reason why;
         double t0 = qc_now_seconds();
-        qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, opts, sm, t, &c, &why);
-        CHECK(st == QC_OK, "%s for sm_%d%s: %s: %s", k->id, sm, t ? "a" : "", why.code, why.text);
+        qc_status st = qc_nvrtc_compile(nv, key, src, k->cuda_entry, opts, sm, t & 1, &c, &why);
+        CHECK(st == QC_OK, "%s%s for sm_%d%s: %s: %s", k->id, var, sm, t & 1 ? "a" : "", why.code, why.text);
         if (st != QC_OK) continue;
-        printf("%s: %s for %s in %.1f s, cubin %zu bytes\n", TEST, k->id, c.target, qc_now_seconds() - t0, c.size);
+        printf("%s: %s%s for %s in %.1f s, cubin %zu bytes\n", TEST, k->id, var, c.target, qc_now_seconds() - t0,
+               c.size);
         int regs, spill;
         char *log = nv_ptxas_report(tmp, &c, NULL, TEST, &regs, &spill);
         CHECK(log != NULL, "no NVRTC log for %s", c.target);
@@ -329,7 +377,8 @@ static void compiles(qc_runtime *rt) {
         sass_counts(tmp, &c, 0);
         qc_cubin_free(&c);
     }
-    sass_common(nv, k, tmp);
+    free(src3);
+    sass_common(nv, k, tmp, ki);
     qc_nvrtc_destroy(nv);
     if (qc_test_failed)
         printf("%s: NVRTC logs kept in %s\n", TEST, tmp);
@@ -345,9 +394,11 @@ int main(void) {
     qc_runtime *rt = qc_runtime_open(&o, err, sizeof err);
     CHECK(rt != NULL, "%s", err);
     if (rt) {
-        descriptors(rt);
-        references(rt);
-        compiles(rt);
+        for (size_t i = 0; i < NKINFO; i++) {
+            descriptors(rt, &KINFO[i]);
+            references(rt, KINFO[i].id);
+            compiles(rt, &KINFO[i]);
+        }
         qc_runtime_close(rt);
     }
     return qc_test_finish(TEST);

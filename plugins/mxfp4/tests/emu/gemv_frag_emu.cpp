@@ -1,10 +1,13 @@
-/* gemv_frag_emu.cpp - mxfp4.gemv_frag's CUDA source run on the CPU (emu_cuda.h) against a double-precision sum, one case per run. */
+/* gemv_frag_emu.cpp - mxfp4.gemv_frag's (or mxfp4.gemv_frag_ps's: EMU_ENTRY) CUDA source run on the CPU (emu_cuda.h) against a double-precision sum, one case per run. */
 #include <cstdio>
 #include <cstdlib>
 
 #include "emu_cuda.h"
 #define __noinline__
 #include "gemv_frag_src.h" /* written by test_gemv_frag_emu.py: the kernel source with emulated helpers */
+#ifndef EMU_ENTRY
+#define EMU_ENTRY qc_mxfp4_gemv_frag /* the kernel's entry point (-DEMU_ENTRY=qc_mxfp4_gemv_frag_ps) */
+#endif
 
 /* xorshift64 */
 static uint64_t rs = 88172645463325252ull;
@@ -43,7 +46,7 @@ int main(int argc, char **argv) {
             th.emplace_back([&, t, bx] {
                 threadIdx.x = t;
                 blockIdx.x = bx;
-                qc_mxfp4_gemv_frag(x.data(), q.data(), sc.data(), y.data(), m, n, k);
+                EMU_ENTRY(x.data(), q.data(), sc.data(), y.data(), m, n, k);
             });
         for (auto &t : th) t.join();
         for (unsigned w = 0; w < block / 32; w++) delete g_warps[w].bar;

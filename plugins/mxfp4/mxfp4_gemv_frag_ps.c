@@ -1,0 +1,427 @@
+/* mxfp4_gemv_frag_ps.c - the mxfp4 decode GEMV for m 5..16: w4a16.gemv_frag_sym's plan with the block scale folded into the A fragments (no per-block promotion). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mxfp4_cuda.h"
+
+/*
+ * mxfp4.gemv_frag_ps: y[m,n] = x[m,k] . dec(W)[n,k]^T for 1 <= m <= 16,
+ * k % 128 == 0, x bf16 ("x.bf16"), W in the format's own layout (qweight
+ * u8 [n, k/2], element 2i in the low nibble of byte i; scales E8M0
+ * [n, k/32]; no repack, no second copy), f32 y.  Registered after
+ * mxfp4.gemv_frag (m <= 4) and before mxfp4.gemv, so the engine picks it
+ * for m 5..16.
+ *
+ * Why another kernel.  mxfp4.gemv_frag keeps a 32-element block's halves
+ * apart in x's columns so that it can promote each block's f32 sum by the
+ * block scale: four tokens per n8 tile, so above m = 4 it issues twice
+ * w4a16's mma count (NB = 2, 4 tiles), 147 / 204 SASS instructions per 16
+ * bytes of codes at m <= 8 / 16.  Here the scale is applied before the
+ * tensor cores instead, as mxfp4.gemv does: the decoded bf16 weight is the
+ * exact E2M1 value times 2^(e-127) (bf16 has f32's exponent range: exact
+ * unless it overflows, as in the f32 reference; subnormal weights for
+ * e <= 1, as in mxfp4.gemv), so an mma may mix blocks with different
+ * scales and no promotion is needed at all.  Then lane t of a quad can
+ * own a whole block: one 16-byte ld.global.nc.L1::no_allocate.v4 of row g
+ * (bytes 16 t .. 16 t + 15 of the 64-byte chunk = block t) and one of row
+ * g + 8, exactly w4a16.gemv_frag_sym's group-128 load pattern, and the
+ * lane needs one scale byte a row a chunk (its block's; an LDG.U8).
+ *
+ * Fragments (PTX ISA, mma.m16n8k16 bf16): lane (g = lane >> 2, t = lane &
+ * 3) holds A row g (a0 k slots 2t,2t+1; a2 2t+8,2t+9) and row g + 8 (a1,
+ * a3), B column g (b0 slots 2t,2t+1, b1 2t+8,2t+9), D row g columns 2t,
+ * 2t+1 (c0, c1) and row g + 8 (c2, c3).  A word of 8 codes (code i at bits
+ * 4i) gives 4 bf16x2 pairs p = (code p, code p + 4); mma h of word j takes
+ * pairs 2h (slots 2t, 2t+1) and 2h + 1 (slots 2t+8, 2t+9), and x's B
+ * registers are the same 8 elements of x (one 16-byte load) permuted into
+ * (e0,e4), (e1,e5), (e2,e6), (e3,e7) by 4 byte_perms, as in w4a16.  Column
+ * j of n8 tile nb is token 8 nb + j: NB = 1 tile at m <= 8, 2 above (the
+ * same mma count as w4a16.gemv_frag_sym: half of mxfp4.gemv_frag's).
+ *
+ * Decode of pair p, q' = q (p = 0, 1) or q >> 8 (p = 2, 3):
+ *   v = ((q' & 0x000F000F) * 4160) & 0x81C081C0   (p even)
+ *   v = ((q' & 0x00F000F0) *  260) & 0x81C081C0   (p odd)
+ * is the E2M1 value times 2^-126 in bf16 bits (mxfp4_gemv_frag.c), and one
+ * fma.rn.bf16x2 v * S + (-0, -0) with S = 2^(e-1) in both halves makes it
+ * value * 2^(e-127), exact (S = ((e + 126) << 7) * 0x10001, a bf16 for e
+ * <= 128).  Per word: 1 shift, 4 x (and, imad, and), 4 fma = 17, the same
+ * as mxfp4.gemv_frag's (w4a16's is 11).  Scale bytes above 128 (2^(e-1) is
+ * no bf16) and 0xFF (NaN) take a second copy of the chunk's code picked by
+ * a warp vote (a branch per word would be predicated into every chunk):
+ * there S = 2^126 (NaN for 0xFF) and a second bf16x2 multiply by
+ * 2^(e-127), mxfp4.gemv's factors.  Never, for a real model's weights.
+ *
+ * Work, as w4a16.gemv_frag_sym: a warp owns R = 1 or 2 tiles of 16 rows
+ * (R = 2 with at least 528 tiles, e.g. gate_up: x's B registers serve
+ * both, and a warp has twice the codes in flight; w4a16 runs its two tiles
+ * in turn above m = 8 for lack of registers, here R = 2 with NB = 2 fits
+ * in 125) and a contiguous slice of the k / 128 chunks; the KS = blockDim
+ * / 32 warps of a block split K (about 16 warps an SM, one wave) and add
+ * their totals in shared memory in warp order (deterministic) at the end.
+ * Two register stages: the next chunk's codes and scale bytes are loaded
+ * before the current chunk is computed; x is read where it is used (L1).
+ * (QC_MXP_STAGES=3 at registration builds three stages, two chunks ahead,
+ * 1.5x the codes in flight: an A/B knob, not measured yet; there R = 2 at
+ * m > 8 runs the two tiles in turn, as two at once would spill.)  Rows
+ * past n are read clamped to n - 1 and not stored; tokens past m read x's
+ * row m - 1 (no predicated loads, no zero fill) and are not stored (an
+ * mma's D column depends on its own B column only).  The device reads KS
+ * from blockDim and R from gridDim (R = 1 iff 16 gridDim >= n).
+ *
+ * Expected cost.  SASS of the chunk loops for sm_90a on the common path
+ * (test_mxfp4_frag_unit), instructions per 16 bytes of codes a lane
+ * streams: R = 1: 94 at m <= 8, 115 at m <= 16; R = 2: 86 / 95 (decode
+ * 32 LOP3 + 16 IMAD + 16 HMUL2 + 4 SHF of it; 4 NB HMMA; 4 NB PRMT / R).
+ * mxfp4.gemv_frag: 110 at m <= 4 (R = 1), 147 at m <= 8, 204 at m <= 16;
+ * w4a16.gemv_frag_sym's decode is 11 a word instead of 17, so about 75-95
+ * there.  Loads per chunk a lane (R = 1): 2 x 16 B of codes (w4a16's
+ * group-128 pattern), 2 scale bytes, 4 NB x 16 B of x from L1.  The mma
+ * count is w4a16's (half of mxfp4.gemv_frag's above m = 4).  Bytes in
+ * flight a warp are w4a16's (two stages of 32 B a lane a tile), and that,
+ * not issue, bounds these kernels on the H200: w4a16 runs at 0.77-1.3 TB/s
+ * at m = 16 on the Llama shapes while its issue would allow several times
+ * that.  So the aim is w4a16.gemv_frag_sym's time (o 11.8, down 26.0 us at
+ * m = 16) plus a little for the longer decode, and below it on gate_up
+ * (R = 2 at m > 8).  mxfp4.gemv (same decode) loads x inside its quad loop
+ * at m > 8 with 8 warps an SM and splits K only 4 ways.
+ *
+ * Called anyway with k % 128 != 0, m > 16 or misaligned pointers (codes
+ * and x 16-byte aligned), the kernel writes NaN to every output, as
+ * mxfp4.gemv does.
+ */
+
+#define MXP_MAX_KS 16
+
+#define MXP_SRC_BODY                                                                                                            \
+    "/* qcore mxfp4 GEMV, block scale in the A fragments: y[m,n] = x[m,k] . dec(W)[n,k]^T, m <= 16 */\n"                        \
+    "#ifndef MXP_STAGES\n"                                                                                                      \
+    "#define MXP_STAGES 2 /* register stages of codes a lane: 2 (w4a16's), or 3 (QC_MXP_STAGES=3) */\n"                         \
+    "#endif\n"                                                                                                                  \
+    "typedef unsigned int u32;\n"                                                                                               \
+    "typedef unsigned short u16;\n"                                                                                             \
+    "typedef unsigned char u8;\n"                                                                                               \
+    "typedef long long ll;\n"                                                                                                   \
+    "#define MXP_P126 0x7E807E80u /* bf16x2 (2^126, 2^126) */\n"                                                                \
+    "#define MXP_NAN2 0x7FC07FC0u\n"                                                                                            \
+    "__device__ __forceinline__ void mxp_mma(float *d, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {\n"                     \
+    "    asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \"\n"                                               \
+    "                 \"{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\\n\"\n"                                           \
+    "                 : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"                                               \
+    "                 : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n"                                   \
+    "}\n"                                                                                                                       \
+    "/* a * b in bf16x2, exact here (+ (-0, -0) keeps the sign of a zero) */\n"                                                 \
+    "__device__ __forceinline__ u32 mxp_mul2(u32 a, u32 b) {\n"                                                                 \
+    "    u32 d;\n"                                                                                                              \
+    "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(a), \"r\"(b), \"r\"(0x80008000u));\n"                        \
+    "    return d;\n"                                                                                                           \
+    "}\n"                                                                                                                       \
+    "/* pair (code p, code p + 4) of a word as value * 2^-126: MASK/MUL 0x000F000F/4160 (p even), 0x00F000F0/260 (odd) */\n"    \
+    "template <u32 MASK, u32 MUL> __device__ __forceinline__ u32 mxp_raw(u32 q) { return ((q & MASK) * MUL) & 0x81C081C0u; }\n" \
+    "/* the factor that makes value * 2^-126 the value times 2^(e-127): 2^(e-1), e <= 128 (the common path) */\n"               \
+    "__device__ __forceinline__ u32 mxp_s(u32 e) { return ((e + 126u) << 7) * 0x10001u; }\n"                                    \
+    "/* the rare path's two factors, any e: 2^(e-1) and 1, or 2^126 and 2^(e-127) above 128; NaN for 0xFF */\n"                 \
+    "__device__ __forceinline__ u32 mxp_s1(u32 e) { return e <= 128u ? mxp_s(e) : e < 255u ? MXP_P126 : MXP_NAN2; }\n"          \
+    "__device__ __forceinline__ u32 mxp_s2(u32 e) { return e > 128u && e < 255u ? (e << 7) * 0x10001u : 0x3F803F80u; }\n"       \
+    "/* codes: streamed once, kept out of L1 */\n"                                                                              \
+    "__device__ __forceinline__ void mxp_ld16(const u8 *p, u32 *w) {\n"                                                         \
+    "    asm(\"ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\"\n"                                                    \
+    "        : \"=r\"(w[0]), \"=r\"(w[1]), \"=r\"(w[2]), \"=r\"(w[3]) : \"l\"(p));\n"                                           \
+    "}\n"                                                                                                                       \
+    "/* one chunk (128 codes) of a warp's rows: this lane's block (16 bytes) of rows g and g + 8 per tile, and\n"               \
+    "   their scale bytes */\n"                                                                                                 \
+    "template <int R> struct MxpStage {\n"                                                                                      \
+    "    u32 wa[R][4], wb[R][4];\n"                                                                                             \
+    "    u32 ea[R], eb[R];\n"                                                                                                   \
+    "};\n"                                                                                                                      \
+    "/* chunk c (0 .. 2 S - 2: immediate offsets) from the lane's pointers */\n"                                                \
+    "template <int R>\n"                                                                                                        \
+    "__device__ __forceinline__ void mxp_load(MxpStage<R> &s, int c, const u8 *const *qa, const u8 *const *qb,\n"               \
+    "                                         const u8 *const *sa, const u8 *const *sb) {\n"                                    \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int r = 0; r < R; r++) {\n"                                                                                       \
+    "        mxp_ld16(qa[r] + c * 64, s.wa[r]);\n"                                                                              \
+    "        mxp_ld16(qb[r] + c * 64, s.wb[r]);\n"                                                                              \
+    "        s.ea[r] = __ldg(sa[r] + c * 4);\n"                                                                                 \
+    "        s.eb[r] = __ldg(sb[r] + c * 4);\n"                                                                                 \
+    "    }\n"                                                                                                                   \
+    "}\n"                                                                                                                       \
+    "/* one chunk.  BIG: a scale byte above 128 (or 0xFF) in the warp's chunk, never in a real model's weights; a\n"            \
+    "   warp vote picks this copy, as a branch inside would be predicated and cost every chunk */\n"                            \
+    "template <int R, int NB, bool BIG>\n"                                                                                      \
+    "__device__ __forceinline__ void mxp_compute(const MxpStage<R> &s, float (*acc)[NB][4], int c, const u16 *const *xr) {\n"   \
+    "    uint4 xv[NB][4];\n"                                                                                                    \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int nb = 0; nb < NB; nb++)\n"                                                                                     \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int j = 0; j < 4; j++)\n"                                                                                     \
+    "            xv[nb][j] = __ldg((const uint4 *)(xr[nb] + c * 128 + 8 * j));\n"                                               \
+    "    u32 fa[R], fb[R], ga[R], gb[R];\n"                                                                                     \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int r = 0; r < R; r++) {\n"                                                                                       \
+    "        fa[r] = BIG ? mxp_s1(s.ea[r]) : mxp_s(s.ea[r]);\n"                                                                 \
+    "        fb[r] = BIG ? mxp_s1(s.eb[r]) : mxp_s(s.eb[r]);\n"                                                                 \
+    "        ga[r] = BIG ? mxp_s2(s.ea[r]) : 0u;\n"                                                                             \
+    "        gb[r] = BIG ? mxp_s2(s.eb[r]) : 0u;\n"                                                                             \
+    "    }\n"                                                                                                                   \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int j = 0; j < 4; j++) {\n"                                                                                       \
+    "        u32 b[NB][4]; /* B registers: (e0,e4), (e1,e5) for h = 0; (e2,e6), (e3,e7) for h = 1 */\n"                         \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int nb = 0; nb < NB; nb++) {\n"                                                                               \
+    "            const uint4 v = xv[nb][j];\n"                                                                                  \
+    "            b[nb][0] = __byte_perm(v.x, v.z, 0x5410);\n"                                                                   \
+    "            b[nb][1] = __byte_perm(v.x, v.z, 0x7632);\n"                                                                   \
+    "            b[nb][2] = __byte_perm(v.y, v.w, 0x5410);\n"                                                                   \
+    "            b[nb][3] = __byte_perm(v.y, v.w, 0x7632);\n"                                                                   \
+    "        }\n"                                                                                                               \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int r = 0; r < R; r++) {\n"                                                                                   \
+    "#pragma unroll\n"                                                                                                          \
+    "            for (int h = 0; h < 2; h++) {\n"                                                                               \
+    "                const u32 A = h ? s.wa[r][j] >> 8 : s.wa[r][j], B = h ? s.wb[r][j] >> 8 : s.wb[r][j];\n"                   \
+    "                u32 a0 = mxp_mul2(mxp_raw<0x000F000Fu, 4160u>(A), fa[r]);\n"                                               \
+    "                u32 a1 = mxp_mul2(mxp_raw<0x000F000Fu, 4160u>(B), fb[r]);\n"                                               \
+    "                u32 a2 = mxp_mul2(mxp_raw<0x00F000F0u, 260u>(A), fa[r]);\n"                                                \
+    "                u32 a3 = mxp_mul2(mxp_raw<0x00F000F0u, 260u>(B), fb[r]);\n"                                                \
+    "                if (BIG) {\n"                                                                                              \
+    "                    a0 = mxp_mul2(a0, ga[r]), a1 = mxp_mul2(a1, gb[r]);\n"                                                 \
+    "                    a2 = mxp_mul2(a2, ga[r]), a3 = mxp_mul2(a3, gb[r]);\n"                                                 \
+    "                }\n"                                                                                                       \
+    "#pragma unroll\n"                                                                                                          \
+    "                for (int nb = 0; nb < NB; nb++) mxp_mma(acc[r][nb], a0, a1, a2, a3, b[nb][2 * h], b[nb][2 * h + 1]);\n"    \
+    "            }\n"                                                                                                           \
+    "        }\n"                                                                                                               \
+    "    }\n"                                                                                                                   \
+    "}\n"                                                                                                                       \
+    "template <int R, int NB>\n"                                                                                                \
+    "__device__ __forceinline__ void mxp_chunk(const MxpStage<R> &s, float (*acc)[NB][4], int c, const u16 *const *xr) {\n"     \
+    "    u32 e = 0;\n"                                                                                                          \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int r = 0; r < R; r++) {\n"                                                                                       \
+    "        e = e > s.ea[r] ? e : s.ea[r];\n"                                                                                  \
+    "        e = e > s.eb[r] ? e : s.eb[r];\n"                                                                                  \
+    "    }\n"                                                                                                                   \
+    "    if (__any_sync(0xffffffffu, e > 128u)) mxp_compute<R, NB, true>(s, acc, c, xr);\n"                                     \
+    "    else mxp_compute<R, NB, false>(s, acc, c, xr);\n"                                                                      \
+    "}\n"                                                                                                                       \
+    "/* not inlined: each variant gets its own register allocation */\n"                                                        \
+    "template <int R, int NB>\n"                                                                                                \
+    "__device__ __noinline__ void mxp_gemv(const u16 *x, const u8 *q, const u8 *sc, float *y, int m, int n, ll k,\n"            \
+    "                                      int n0, float *red) {\n"                                                             \
+    "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;\n"                            \
+    "    const int ks = blockDim.x >> 5;\n"                                                                                     \
+    "    const ll chunks = k >> 7;\n"                                                                                           \
+    "    const ll cpw = (chunks + ks - 1) / ks, c0 = warp * cpw, c1 = c0 + cpw < chunks ? c0 + cpw : chunks;\n"                 \
+    "    const u8 *qa[R], *qb[R], *sa[R], *sb[R];\n"                                                                            \
+    "    const u16 *xr[NB];\n"                                                                                                  \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int r = 0; r < R; r++) {\n"                                                                                       \
+    "        int ra = n0 + 16 * r + g, rb = ra + 8;\n"                                                                          \
+    "        ra = ra < n ? ra : n - 1;\n"                                                                                       \
+    "        rb = rb < n ? rb : n - 1;\n"                                                                                       \
+    "        qa[r] = q + (ll)ra * (k / 2) + c0 * 64 + 16 * t; /* block t of each chunk */\n"                                    \
+    "        qb[r] = q + (ll)rb * (k / 2) + c0 * 64 + 16 * t;\n"                                                                \
+    "        sa[r] = sc + (ll)ra * (k / 32) + c0 * 4 + t;\n"                                                                    \
+    "        sb[r] = sc + (ll)rb * (k / 32) + c0 * 4 + t;\n"                                                                    \
+    "    }\n"                                                                                                                   \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int nb = 0; nb < NB; nb++) { /* a token past m reads row m - 1: its column is not stored */\n"                    \
+    "        const int tok = g + 8 * nb < m ? g + 8 * nb : m - 1;\n"                                                            \
+    "        xr[nb] = x + (ll)tok * k + c0 * 128 + 32 * t;\n"                                                                   \
+    "    }\n"                                                                                                                   \
+    "    float acc[R][NB][4];\n"                                                                                                \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int r = 0; r < R; r++)\n"                                                                                         \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int nb = 0; nb < NB; nb++)\n"                                                                                 \
+    "#pragma unroll\n"                                                                                                          \
+    "            for (int e = 0; e < 4; e++) acc[r][nb][e] = 0.f;\n"                                                            \
+    "    /* S register stages, loaded S - 1 chunks ahead; the loop body is unrolled by S so no stage is copied, and\n"          \
+    "       the pointers advance by S chunks a trip (offsets in the loop are immediates) */\n"                                  \
+    "    constexpr int S = MXP_STAGES;\n"                                                                                       \
+    "    MxpStage<R> st[S];\n"                                                                                                  \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int i = 0; i < S - 1; i++)\n"                                                                                     \
+    "        if (c0 + i < c1) mxp_load<R>(st[i], i, qa, qb, sa, sb);\n"                                                         \
+    "    for (ll c = c0; c < c1; c += S) {\n"                                                                                   \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int i = 0; i < S; i++) {\n"                                                                                   \
+    "            if (c + i >= c1) break;\n"                                                                                     \
+    "            if (c + i + S - 1 < c1) mxp_load<R>(st[(i + S - 1) % S], i + S - 1, qa, qb, sa, sb);\n"                        \
+    "            mxp_chunk<R, NB>(st[i], acc, i, xr);\n"                                                                        \
+    "        }\n"                                                                                                               \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int r = 0; r < R; r++) qa[r] += 64 * S, qb[r] += 64 * S, sa[r] += 4 * S, sb[r] += 4 * S;\n"                   \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int nb = 0; nb < NB; nb++) xr[nb] += 128 * S;\n"                                                              \
+    "    }\n"                                                                                                                   \
+    "    /* the K split: warps 1.. leave their totals, warp 0 adds them in warp order and stores */\n"                          \
+    "    constexpr int NA = R * NB * 4;\n"                                                                                      \
+    "    if (ks > 1) {\n"                                                                                                       \
+    "        if (warp > 0) {\n"                                                                                                 \
+    "#pragma unroll\n"                                                                                                          \
+    "            for (int i = 0; i < NA; i++) red[((warp - 1) * NA + i) * 32 + lane] = (&acc[0][0][0])[i];\n"                   \
+    "        }\n"                                                                                                               \
+    "        __syncthreads();\n"                                                                                                \
+    "        if (warp == 0)\n"                                                                                                  \
+    "            for (int w = 1; w < ks; w++)\n"                                                                                \
+    "#pragma unroll\n"                                                                                                          \
+    "                for (int i = 0; i < NA; i++) (&acc[0][0][0])[i] += red[((w - 1) * NA + i) * 32 + lane];\n"                 \
+    "        __syncthreads(); /* red is free again (3 stages, m > 8: back for the second tile of the block) */\n"               \
+    "    }\n"                                                                                                                   \
+    "    if (warp > 0) return;\n"                                                                                               \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int r = 0; r < R; r++)\n"                                                                                         \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int nb = 0; nb < NB; nb++)\n"                                                                                 \
+    "#pragma unroll\n"                                                                                                          \
+    "            for (int e = 0; e < 4; e++) {\n"                                                                               \
+    "                const int xi = 8 * nb + 2 * t + (e & 1), wi = n0 + 16 * r + g + 8 * (e >> 1);\n"                           \
+    "                if (xi < m && wi < n) y[(ll)xi * n + wi] = acc[r][nb][e];\n"                                               \
+    "            }\n"                                                                                                           \
+    "}\n"                                                                                                                       \
+    "/* NaN everywhere: the answer to arguments the kernel cannot honour */\n"                                                  \
+    "__device__ void mxp_fill_nan(float *y, ll count) {\n"                                                                      \
+    "    const ll step = (ll)gridDim.x * blockDim.x;\n"                                                                         \
+    "    for (ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += step) y[i] = __uint_as_float(0x7fc00000u);\n"   \
+    "}\n"                                                                                                                       \
+    "extern \"C\" __global__ void __launch_bounds__(512) qc_mxfp4_gemv_frag_ps(const u16 *x, const u8 *q, const u8 *sc,\n"      \
+    "        float *y, ll m, ll n, ll k) {\n"                                                                                   \
+    "    extern __shared__ float red[];\n"                                                                                      \
+    "    if (m <= 0 || n <= 0) return;\n"                                                                                       \
+    "    if (m > 16 || k <= 0 || (k & 127) || n > 2147483647LL - 32 || ((unsigned long long)q & 15) ||\n"                       \
+    "        ((unsigned long long)x & 15)) {\n"                                                                                 \
+    "        mxp_fill_nan(y, m * n);\n"                                                                                         \
+    "        return;\n"                                                                                                         \
+    "    }\n"                                                                                                                   \
+    "    /* the host's tile count: R = 1 gives 16-row blocks (then 16 gridDim >= n), R = 2 32-row ones */\n"                    \
+    "    const int R = (ll)gridDim.x * 16 >= n ? 1 : 2;\n"                                                                      \
+    "    const int n0 = blockIdx.x * (16 * R), mi = (int)m, ni = (int)n; /* n < 2^31 (eligibility) */\n"                        \
+    "    if (R == 2 && m > 8) { /* two n8 tiles of x */\n"                                                                      \
+    "#if MXP_STAGES == 2\n"                                                                                                     \
+    "        mxp_gemv<2, 2>(x, q, sc, y, mi, ni, k, n0, red);\n"                                                                \
+    "#else /* three stages: the W tiles of the block in turn (two at once would spill) */\n"                                    \
+    "        mxp_gemv<1, 2>(x, q, sc, y, mi, ni, k, n0, red);\n"                                                                \
+    "        if (n0 + 16 < n) mxp_gemv<1, 2>(x, q, sc, y, mi, ni, k, n0 + 16, red);\n"                                          \
+    "#endif\n"                                                                                                                  \
+    "    } else if (m > 8) {\n"                                                                                                 \
+    "        mxp_gemv<1, 2>(x, q, sc, y, mi, ni, k, n0, red);\n"                                                                \
+    "    } else if (R == 2) {\n"                                                                                                \
+    "        mxp_gemv<2, 1>(x, q, sc, y, mi, ni, k, n0, red);\n"                                                                \
+    "    } else {\n"                                                                                                            \
+    "        mxp_gemv<1, 1>(x, q, sc, y, mi, ni, k, n0, red);\n"                                                                \
+    "    }\n"                                                                                                                   \
+    "}\n"
+
+static const char MXP_SRC[] = MXP_SRC_BODY;
+static const char MXP_SRC3[] = "#define MXP_STAGES 3\n" MXP_SRC_BODY;
+
+/* ---- the launch plan (the device reads KS from blockDim and R from gridDim) ---- */
+
+/* Warps wanted in all: 16 per SM of an H200 (128 registers a thread), one wave (as w4a16.gemv_frag_sym). */
+#define MXP_WANT_WARPS 2112
+
+typedef struct mxp_plan {
+    int r, ks;
+    int64_t blocks;
+} mxp_plan;
+
+/* R = 2 (x's registers serve two tiles, twice the codes in flight a warp)
+ * unless that leaves fewer than two blocks per SM's worth of 16-row tiles;
+ * KS doubles while the warps stay under the target and each keeps at least
+ * two chunks (w4a16's plan, but R = 2 at m > 8 too: w4a16 runs its tiles
+ * in turn there for lack of registers, and its gate_up at m = 16 takes 1.5x
+ * its m = 4 time).  QC_MXP_R and QC_MXP_KS override (tuning on the device;
+ * the device follows the launch). */
+static void mxp_plan_of(int64_t m, int64_t n, int64_t k, mxp_plan *p) {
+    memset(p, 0, sizeof *p);
+    if (m <= 0 || n <= 0 || k < 128) return;
+    int64_t chunks = k / 128, tiles = (n + 15) / 16;
+    p->r = tiles >= 2 * 264 ? 2 : 1;
+    const char *er = getenv("QC_MXP_R"), *ek = getenv("QC_MXP_KS");
+    if (er && (atoi(er) == 1 || atoi(er) == 2)) p->r = atoi(er);
+    if (tiles == 1) p->r = 1; /* 16 gridDim >= n then reads as R = 1 */
+    p->blocks = (tiles + p->r - 1) / p->r;
+    p->ks = 1;
+    while (p->ks < MXP_MAX_KS && p->blocks * p->ks * 2 <= MXP_WANT_WARPS && chunks >= 4 * p->ks) p->ks *= 2;
+    if (ek) {
+        int v = atoi(ek);
+        if (v >= 1 && v <= MXP_MAX_KS) p->ks = v;
+    }
+}
+
+/* the floats each lane leaves for the reduction: R tiles x NB x 4 (the 3-stage build runs the tiles of m > 8
+ * in turn and needs half of it) */
+static uint32_t mxp_red_bytes(int64_t m, const mxp_plan *p) {
+    int nb = m > 8 ? 2 : 1, r = p->r;
+    return p->ks > 1 ? (uint32_t)(p->ks - 1) * (uint32_t)(r * nb * 4) * 32u * 4u : 0u;
+}
+
+static void mxp_dims(const qc_problem *p, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    mxp_plan pl;
+    mxp_plan_of(p->m, p->n, p->k, &pl);
+    if (pl.blocks <= 0 || pl.blocks > 0x7fffffffLL) return;
+    d->grid[0] = (uint32_t)pl.blocks;
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = 32u * (uint32_t)pl.ks;
+    d->block[1] = d->block[2] = 1;
+    d->shared_bytes = mxp_red_bytes(p->m, &pl);
+}
+
+/* ---- eligibility ---- */
+
+static void mxp_why(qc_reason *why, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void mxp_why(qc_reason *why, const char *code, const char *fmt, ...) {
+    if (!why) return;
+    snprintf(why->code, sizeof why->code, "%s", code);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why->text, sizeof why->text, fmt, ap);
+    va_end(ap);
+}
+
+static int mxp_eligible(const qc_problem *p, qc_reason *why) {
+    static const char id[] = "mxfp4.gemv_frag_ps";
+    if (p->k <= 0 || p->k % 128) {
+        mxp_why(why, "align_k", "%s streams K in chunks of 128 elements (4 scale blocks), layer has K=%lld "
+                "(mxfp4.gemv takes any multiple of 32)", id, (long long)p->k);
+        return 0;
+    }
+    if (p->n <= 0 || p->n > 0x7fffffffLL - 32) {
+        mxp_why(why, "shape", "%s: n = %lld rows do not fit its 32-bit row index", id, (long long)p->n);
+        return 0;
+    }
+    return 1;
+}
+
+static const qc_kernel_param MXP_PARAMS[] = {
+    {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}, {"y", QC_PARAM_PTR},
+    {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
+};
+
+qc_status mxfp4_frag_ps_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void)) {
+    /* QC_MXP_STAGES=3: three register stages of codes (two chunks loaded ahead, 1.5x the bytes in flight a lane,
+     * about 10 more registers), an A/B knob for the device; read when the plugin registers */
+    const char *es = getenv("QC_MXP_STAGES");
+    int three = es && strcmp(es, "3") == 0;
+    qc_kernel_desc d = {
+        .struct_size = sizeof d,
+        .id = "mxfp4.gemv_frag_ps",
+        .format = "mxfp4",
+        .phases = QC_PHASE_ANY,
+        .m_min = 1, /* the engine reaches it from m = 5: mxfp4.gemv_frag, registered before it, takes m <= 4 */
+        .m_max = 16,
+        .arch = {80, QC_SM_ANY}, /* mma.sync bf16 and bf16x2 fma: sm_80 */
+        .n_params = sizeof MXP_PARAMS / sizeof MXP_PARAMS[0],
+        .params = MXP_PARAMS,
+        .reference = bx_ref, /* mxfp4.gemv's: the same product, in-order f32 sum */
+        .cuda_source = three ? MXP_SRC3 : MXP_SRC,
+        .cuda_entry = "qc_mxfp4_gemv_frag_ps",
+        .launch_dims = mxp_dims,
+        .eligible = mxp_eligible,
+    };
+    return api->register_kernel(host, &d);
+}
