@@ -5,7 +5,7 @@
 #   bash bench/h200_full.sh kernels   # GPU tests with their timings, gemm-bench beside the anchors, SDPA anchors
 #   bash bench/h200_full.sh model     # crossover (gemm part + policies vs fixed formats), seed 002's table, prefill
 #   bash bench/h200_full.sh prefill   # a traced 2048-token prefill per format and where its time goes
-#   DECODE="mxfp4 mxfp4@QC_MXF_FRAG=off" bash bench/h200_full.sh decode   # batch-1 decode A/B, one traced
+#   DECODE="mxfp4 mxfp4@QC_MXF_PS=off" bash bench/h200_full.sh decode   # batch-1 decode A/B, one traced
 #   bash bench/h200_full.sh pending                    # what earlier sessions left unmeasured (the crossover)
 #   bash bench/h200_full.sh attn                       # issue 8: SDPA x3, kv_fp8 and bf16 decode timings
 #   NCU_SPECS="name|regex|skip|qcore args" bash bench/h200_full.sh profile   # ncu reports
@@ -122,7 +122,7 @@ profile)
   ;;
 decode)
   # batch-1 decode of Llama-3-8B per format, each optionally with environment settings after '@' (A/B runs of a
-  # kernel switch), e.g. DECODE="mxfp4 mxfp4@QC_MXF_FRAG=off"; then a traced run of the first one, per kernel
+  # kernel switch), e.g. DECODE="mxfp4 mxfp4@QC_MXF_PS=off"; then a traced run of the first one, per kernel
   L=configs/llama-3-8b.json
   for spec in ${DECODE:-w4a16}; do
     f=${spec%%@*} envs=""

@@ -25,8 +25,7 @@
  * past n are computed from a clamped row and not stored).
  */
 
-static void why_set(qc_reason *why, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void why_set(qc_reason *why, const char *code, const char *fmt, ...) {
+void mxfp4_why(qc_reason *why, const char *code, const char *fmt, ...) {
     if (!why) return;
     snprintf(why->code, sizeof why->code, "%s", code);
     va_list ap;
@@ -374,11 +373,11 @@ static void gemv_dims(const qc_problem *p, qc_launch_dims *d) {
 
 static int gemv_eligible(const qc_problem *p, qc_reason *why) {
     if (p->k <= 0 || p->k % 32) {
-        why_set(why, "align_k", "mxfp4.gemv: k = %lld is not a positive multiple of 32", (long long)p->k);
+        mxfp4_why(why, "align_k", "mxfp4.gemv: k = %lld is not a positive multiple of 32", (long long)p->k);
         return 0;
     }
     if (p->n <= 0 || (p->n + 15) / 16 > 2147483647LL) {
-        why_set(why, "shape", "mxfp4.gemv: n = %lld rows do not fit its grid", (long long)p->n);
+        mxfp4_why(why, "shape", "mxfp4.gemv: n = %lld rows do not fit its grid", (long long)p->n);
         return 0;
     }
     return 1;
@@ -554,21 +553,34 @@ static void mma_dims(const qc_problem *p, qc_launch_dims *d) {
 
 static int mma_eligible(const qc_problem *p, qc_reason *why) {
     if (p->k <= 0 || p->k % 32) {
-        why_set(why, "align_k", "mxfp4.linear_mma: k = %lld is not a positive multiple of 32",
+        mxfp4_why(why, "align_k", "mxfp4.linear_mma: k = %lld is not a positive multiple of 32",
                          (long long)p->k);
         return 0;
     }
     if (p->n <= 0 || (p->n + 127) / 128 > 2147483647LL) {
-        why_set(why, "shape", "mxfp4.linear_mma: n = %lld columns do not fit its grid", (long long)p->n);
+        mxfp4_why(why, "shape", "mxfp4.linear_mma: n = %lld columns do not fit its grid", (long long)p->n);
         return 0;
     }
     return 1;
 }
 
-static const qc_kernel_param MX_BX_PARAMS[] = {
+const qc_kernel_param MX_BX_PARAMS[MX_BX_NPARAMS] = {
     {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}, {"y", QC_PARAM_PTR},
     {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
 };
+
+int mxfp4_frag_eligible(const char *id, const qc_problem *p, qc_reason *why) {
+    if (p->k <= 0 || p->k % 128) {
+        mxfp4_why(why, "align_k", "%s streams K in chunks of 128 elements (4 scale blocks), layer has K=%lld "
+                  "(mxfp4.gemv takes any multiple of 32)", id, (long long)p->k);
+        return 0;
+    }
+    if (p->n <= 0 || p->n > 0x7fffffffLL - 32) {
+        mxfp4_why(why, "shape", "%s: n = %lld rows do not fit its 32-bit row index", id, (long long)p->n);
+        return 0;
+    }
+    return 1;
+}
 
 qc_status mxfp4_cuda_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void)) {
     qc_kernel_desc gemv = {
@@ -606,21 +618,18 @@ qc_status mxfp4_cuda_register(const qc_host_api *api, qc_host *host, void (*bx_r
     qc_kernel_desc b100 = gemv;
     b100.id = "mxfp4.gemv_sm100";
     b100.arch = (qc_arch_range){100, 100};
-    /* mxfp4.gemv_frag first, for M <= 4 (H200, session 6: against mxfp4.gemv it wins on o and down, loses on
-     * qkv and by up to 10% on gate_up in gemm-bench, the GPU test's timing had gate_up the other way; the
-     * batch-1 Llama-3-8B step 1.1% faster; at M = 16 gate_up takes 1.5x), then mxfp4.gemv_frag_ps (M 1..16: the
-     * engine reaches it from M = 5, where mxfp4.gemv_frag issues twice w4a16's mma count and mxfp4.gemv trails
-     * w4a16.gemv_frag_sym on o and down; mxfp4_gemv_frag_ps.c), mxfp4.gemv for what they refuse (k % 128).
-     * QC_MXF_FRAG=off registers mxfp4.gemv_frag behind mxfp4.gemv for M 1..16 (never picked: A/B runs; then
-     * mxfp4.gemv_frag_ps takes M 1..4 too); QC_MXF_PS=off registers mxfp4.gemv_frag_ps behind mxfp4.gemv (the
-     * order before it).  Their tests run them by id either way. */
-    const char *fenv = getenv("QC_MXF_FRAG"), *penv = getenv("QC_MXF_PS");
-    int frag_first = !(fenv && strcmp(fenv, "off") == 0), ps_first = !(penv && strcmp(penv, "off") == 0);
-    qc_status st = frag_first ? mxfp4_frag_register(api, host, bx_ref, MXF_FRAG_M_MAX) : QC_OK;
-    if (st == QC_OK && ps_first) st = mxfp4_frag_ps_register(api, host, bx_ref);
+    /* mxfp4.gemv_frag_ps first, for M 1..16: on the H200 (session 7, gemm-bench, the four Llama-3-8B shapes at
+     * M = 1, 4, 8, 16) it was faster than mxfp4.gemv_frag at every M and shape where both ran (by up to 11% on
+     * gate_up at M = 1) and than mxfp4.gemv everywhere but qkv at M <= 8 (up to 7% slower there); at M = 16
+     * gate_up 35.1 us against mxfp4.gemv's 43.2.  Then mxfp4.gemv for what it refuses (k % 128), then
+     * mxfp4.gemv_frag (M 1..16, never picked: A/B runs and its tests).  QC_MXF_PS=off restores session 6's
+     * order: mxfp4.gemv_frag first for M <= MXF_FRAG_M_MAX, mxfp4.gemv, then mxfp4.gemv_frag_ps. */
+    const char *penv = getenv("QC_MXF_PS");
+    const int ps_first = !(penv && strcmp(penv, "off") == 0);
+    qc_status st = ps_first ? mxfp4_frag_ps_register(api, host, bx_ref)
+                            : mxfp4_frag_register(api, host, bx_ref, MXF_FRAG_M_MAX);
     if (st == QC_OK) st = api->register_kernel(host, &gemv);
-    if (st == QC_OK && !frag_first) st = mxfp4_frag_register(api, host, bx_ref, 16);
-    if (st == QC_OK && !ps_first) st = mxfp4_frag_ps_register(api, host, bx_ref);
+    if (st == QC_OK) st = ps_first ? mxfp4_frag_register(api, host, bx_ref, 16) : mxfp4_frag_ps_register(api, host, bx_ref);
     if (st == QC_OK) st = api->register_kernel(host, &mma);
     if (st == QC_OK) st = api->register_kernel(host, &b100);
     return st;

@@ -1,5 +1,4 @@
 /* mxfp4_gemv_frag.c - the mxfp4 decode GEMV with W as the mma A operand, scale blocks kept apart by x's columns, f32 promotion per block. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,34 +378,7 @@ static void mxf_dims(const qc_problem *p, qc_launch_dims *d) {
 
 /* ---- eligibility ---- */
 
-static void mxf_why(qc_reason *why, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void mxf_why(qc_reason *why, const char *code, const char *fmt, ...) {
-    if (!why) return;
-    snprintf(why->code, sizeof why->code, "%s", code);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why->text, sizeof why->text, fmt, ap);
-    va_end(ap);
-}
-
-static int mxf_eligible(const qc_problem *p, qc_reason *why) {
-    static const char id[] = "mxfp4.gemv_frag";
-    if (p->k <= 0 || p->k % 128) {
-        mxf_why(why, "align_k", "%s streams K in chunks of 128 elements (4 scale blocks), layer has K=%lld "
-                "(mxfp4.gemv takes any multiple of 32)", id, (long long)p->k);
-        return 0;
-    }
-    if (p->n <= 0 || p->n > 0x7fffffffLL - 32) {
-        mxf_why(why, "shape", "%s: n = %lld rows do not fit its 32-bit row index", id, (long long)p->n);
-        return 0;
-    }
-    return 1;
-}
-
-static const qc_kernel_param MXF_PARAMS[] = {
-    {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}, {"y", QC_PARAM_PTR},
-    {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
-};
+static int mxf_eligible(const qc_problem *p, qc_reason *why) { return mxfp4_frag_eligible("mxfp4.gemv_frag", p, why); }
 
 qc_status mxfp4_frag_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void), int64_t m_max) {
     qc_kernel_desc d = {
@@ -417,8 +389,8 @@ qc_status mxfp4_frag_register(const qc_host_api *api, qc_host *host, void (*bx_r
         .m_min = 1,
         .m_max = m_max, /* the kernel itself takes 1..16 */
         .arch = {80, QC_SM_ANY}, /* mma.sync bf16 and bf16x2 fma: sm_80 */
-        .n_params = sizeof MXF_PARAMS / sizeof MXF_PARAMS[0],
-        .params = MXF_PARAMS,
+        .n_params = MX_BX_NPARAMS,
+        .params = MX_BX_PARAMS,
         .reference = bx_ref, /* mxfp4.gemv's: the same product, in-order f32 sum */
         .cuda_source = MXF_SRC,
         .cuda_entry = "qc_mxfp4_gemv_frag",

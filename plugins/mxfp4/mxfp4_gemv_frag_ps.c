@@ -1,5 +1,4 @@
 /* mxfp4_gemv_frag_ps.c - the mxfp4 decode GEMV for m 5..16: w4a16.gemv_frag_sym's plan with the block scale folded into the A fragments (no per-block promotion). */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -373,34 +372,7 @@ static void mxp_dims(const qc_problem *p, qc_launch_dims *d) {
 
 /* ---- eligibility ---- */
 
-static void mxp_why(qc_reason *why, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void mxp_why(qc_reason *why, const char *code, const char *fmt, ...) {
-    if (!why) return;
-    snprintf(why->code, sizeof why->code, "%s", code);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why->text, sizeof why->text, fmt, ap);
-    va_end(ap);
-}
-
-static int mxp_eligible(const qc_problem *p, qc_reason *why) {
-    static const char id[] = "mxfp4.gemv_frag_ps";
-    if (p->k <= 0 || p->k % 128) {
-        mxp_why(why, "align_k", "%s streams K in chunks of 128 elements (4 scale blocks), layer has K=%lld "
-                "(mxfp4.gemv takes any multiple of 32)", id, (long long)p->k);
-        return 0;
-    }
-    if (p->n <= 0 || p->n > 0x7fffffffLL - 32) {
-        mxp_why(why, "shape", "%s: n = %lld rows do not fit its 32-bit row index", id, (long long)p->n);
-        return 0;
-    }
-    return 1;
-}
-
-static const qc_kernel_param MXP_PARAMS[] = {
-    {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}, {"y", QC_PARAM_PTR},
-    {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
-};
+static int mxp_eligible(const qc_problem *p, qc_reason *why) { return mxfp4_frag_eligible("mxfp4.gemv_frag_ps", p, why); }
 
 qc_status mxfp4_frag_ps_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void)) {
     /* QC_MXP_STAGES=3: three register stages of codes (two chunks loaded ahead, 1.5x the bytes in flight a lane,
@@ -415,8 +387,8 @@ qc_status mxfp4_frag_ps_register(const qc_host_api *api, qc_host *host, void (*b
         .m_min = 1, /* the engine reaches it from m = 5: mxfp4.gemv_frag, registered before it, takes m <= 4 */
         .m_max = 16,
         .arch = {80, QC_SM_ANY}, /* mma.sync bf16 and bf16x2 fma: sm_80 */
-        .n_params = sizeof MXP_PARAMS / sizeof MXP_PARAMS[0],
-        .params = MXP_PARAMS,
+        .n_params = MX_BX_NPARAMS,
+        .params = MX_BX_PARAMS,
         .reference = bx_ref, /* mxfp4.gemv's: the same product, in-order f32 sum */
         .cuda_source = three ? MXP_SRC3 : MXP_SRC,
         .cuda_entry = "qc_mxfp4_gemv_frag_ps",

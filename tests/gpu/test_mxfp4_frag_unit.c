@@ -11,7 +11,8 @@
 
 #define TEST "test_mxfp4_frag_unit"
 
-/* The two fragment GEMVs: the engine takes mxfp4.gemv_frag up to M = 4, mxfp4.gemv_frag_ps for M 5..16. */
+/* The two fragment GEMVs: the engine takes mxfp4.gemv_frag_ps for M 1..16; mxfp4.gemv_frag (registered behind
+ * mxfp4.gemv, M 1..16) only with QC_MXF_PS=off, then up to M = 4. */
 typedef struct kinfo {
     const char *id;
     int64_t m_max;     /* the descriptor's */
@@ -19,7 +20,7 @@ typedef struct kinfo {
     const char *vote;  /* the per-chunk warp vote for the rare scale bytes (compiled out for the common path) */
 } kinfo;
 static const kinfo KINFO[] = {
-    {"mxfp4.gemv_frag", 4, 4, "if (mxf_any_special<R>(s))"},
+    {"mxfp4.gemv_frag", 16, 4, "if (mxf_any_special<R>(s))"},
     {"mxfp4.gemv_frag_ps", 16, 16, "if (__any_sync(0xffffffffu, e > 128u))"},
 };
 #define NKINFO (sizeof KINFO / sizeof KINFO[0])
@@ -49,8 +50,8 @@ static void expect_refused(const qc_kernel_desc *k, const qc_format_desc *f, qc_
                     (long long)p.k, p.sm, why.code, why.text);
 }
 
-/* Descriptor, every refusal with its code, the engine's pick (mxfp4.gemv_frag up to M = 4, mxfp4.gemv_frag_ps
- * above, mxfp4.gemv for k % 128 != 0), the launch plan. */
+/* Descriptor, every refusal with its code, the engine's pick (mxfp4.gemv_frag_ps for M 1..16, mxfp4.gemv for
+ * k % 128 != 0), the launch plan. */
 static void descriptors(qc_runtime *rt, const kinfo *ki) {
     const char *KID = ki->id;
     const qc_format_desc *f = qc_format_find(rt, "mxfp4");
@@ -74,9 +75,9 @@ static void descriptors(qc_runtime *rt, const kinfo *ki) {
             for (uint32_t sm = 80; sm <= 90; sm += 10) {
                 qc_problem p = prob(sm, m, shapes[i][0], shapes[i][1]);
                 const qc_kernel_desc *sel = NULL;
-                /* mxfp4.gemv_frag registered first for M <= 4 (faster there on the H200), then
-                 * mxfp4.gemv_frag_ps (M 1..16), then mxfp4.gemv */
-                CHECK(qc_select_format(rt, f, &p, 1, &sel, &why) && sel == (m <= 4 ? kf : kp),
+                /* mxfp4.gemv_frag_ps registered first (faster than both others on the H200), then
+                 * mxfp4.gemv, then mxfp4.gemv_frag */
+                CHECK(qc_select_format(rt, f, &p, 1, &sel, &why) && sel == kp,
                       "sm_%u m=%lld %lldx%lld chose %s", sm, (long long)m, (long long)p.n, (long long)p.k,
                       sel ? sel->id : why.text);
             }
