@@ -408,6 +408,10 @@ static int w4f_el_sym(const qc_problem *p, qc_reason *why) {
                (long long)p->k);
         return 0;
     }
+    if (p->k > (1LL << 28)) { /* rows g + 8 sit 4 k bytes past rows g: a 32-bit offset in the kernel */
+        w4_why(why, "shape", "%s: k = %lld is above 2^28 (its row offsets are 32-bit)", id, (long long)p->k);
+        return 0;
+    }
     if ((p->n + 15) / 16 > 0x7fffffffLL) {
         w4_why(why, "shape", "%s: n = %lld needs more blocks than a grid holds", id, (long long)p->n);
         return 0;
