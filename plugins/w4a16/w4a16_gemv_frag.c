@@ -44,7 +44,8 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
  * (fmaf), one promotion per group and row.
  *
  * Work: a warp owns R = 1 or 2 tiles of 16 W rows (x's B registers serve
- * both) and a contiguous slice of the chunks; the KS = blockDim / 32 warps
+ * both; where W4F_BOTH says they do not fit, a 32-row block runs its tiles
+ * in turn) and a contiguous slice of the chunks; the KS = blockDim / 32 warps
  * of a block split K and add their totals in shared memory, in warp order
  * (deterministic), at the very end.  The main loop holds two register
  * stages: the next chunk's codes, scales and x are loaded before the
@@ -52,10 +53,23 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
  * scales through L1).  No barrier, no shared memory in the loop.  R and KS
  * are the host's (w4f_plan); the device reads KS from blockDim and R from
  * gridDim (R = 1 iff 16 gridDim >= n).  Rows past n are read clamped to
- * n - 1 and not stored; x rows past m are zeros and not stored.
+ * n - 1 and not stored; x rows past m read row m - 1 (no predicated loads:
+ * an mma's D column depends on its own B column only) and are not stored.
+ * The rows g + 8 are addressed by 32-bit offsets from rows g and the
+ * pointers advance by two chunks a loop trip: that freed the registers
+ * for R = 2 with two x tiles (m > 8) at g128 (W4F_BOTH).
  */
 
 #define W4F_MAX_KS 16
+
+/* Which 32-row blocks run both W tiles at once (R = 2 in registers): GW = group / 32 words of a row a load, NB =
+ * n8 tiles of x (2 when m > 8).  The one place of the rule: the device source gets it as text (W4F_STR), the
+ * host's plan calls it (R = 2 only where it holds; QC_W4F_R=2 elsewhere runs the two tiles in turn).  g32 keeps
+ * four scale words a row a stage; at m > 8 only g128 fits (one scale a row a stage: 128 registers, nothing
+ * spilled inside the loops; g64 spilled there), test_w4a16_frag_unit checks the builds. */
+#define W4F_BOTH(GW, NB) ((NB) == 1 ? (GW) != 1 : (GW) == 4)
+#define W4F_STR_(x) #x
+#define W4F_STR(x) W4F_STR_(x)
 
 #define W4F_SRC                                                                                                   \
     "/* qcore w4a16 GEMV, W as the mma A operand: y[m,n] = x[m,k] . W4[n,k]^T, m <= 16, sym */\n"              \
@@ -101,31 +115,30 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "    u32 wa[R][4], wb[R][4]; /* word j of rows g, g + 8 */\n"                                                 \
     "    u32 sa[R][2], sb[R][2]; /* the chunk's 4 / GW f16 scales of rows g, g + 8 */\n"                          \
     "};\n"                                                                                                        \
-    "/* x row at word j's 8 codes of chunk c; zeros past m */\n"                                                  \
-    "template <int GW> __device__ __forceinline__ uint4 w4f_ldx(const u16 *xr, bool ok, ll c, int j) {\n"        \
-    "    return ok ? __ldg((const uint4 *)(xr + c * 128 + (j / GW) * 32 * GW + 8 * (j % GW))) : make_uint4(0u, 0u, 0u, 0u);\n" \
+    "/* x row at word j's 8 codes of chunk c (rows past m read row m - 1: their D columns are not stored) */\n"   \
+    "template <int GW> __device__ __forceinline__ uint4 w4f_ldx(const u16 *xr, int c, int j) {\n"                 \
+    "    return __ldg((const uint4 *)(xr + c * 128 + (j / GW) * 32 * GW + 8 * (j % GW)));\n"                     \
     "}\n"                                                                                                         \
     "template <int GW, int R, int NB>\n"                                                                          \
-    "__device__ __forceinline__ void w4f_load(W4fStage<R, NB> &s, ll c, const u8 *const *qa, const u8 *const *qb,\n" \
-    "                                         const u16 *const *sa, const u16 *const *sb, const u16 *const *xr,\n" \
-    "                                         const bool *xok) {\n"                                               \
+    "__device__ __forceinline__ void w4f_load(W4fStage<R, NB> &s, int c, const u8 *const *qa, const int *dq,\n" \
+    "                                         const u16 *const *sa, const int *ds) {\n"                  \
     "    constexpr int GPC = 4 / GW; /* groups per chunk */\n"                                                    \
     "#pragma unroll\n"                                                                                            \
     "    for (int r = 0; r < R; r++) {\n"                                                                         \
     "#pragma unroll\n"                                                                                            \
     "        for (int l = 0; l < GPC; l++) {\n"                                                                   \
     "            w4f_ldq<GW>(qa[r] + c * 64 + l * 16 * GW, &s.wa[r][l * GW]);\n"                                  \
-    "            w4f_ldq<GW>(qb[r] + c * 64 + l * 16 * GW, &s.wb[r][l * GW]);\n"                                  \
+    "            w4f_ldq<GW>(qa[r] + dq[r] + c * 64 + l * 16 * GW, &s.wb[r][l * GW]);\n"                                  \
     "        }\n"                                                                                                 \
     "        if constexpr (GPC == 4) {\n"                                                                         \
-    "            const uint2 a = __ldg((const uint2 *)(sa[r] + c * 4)), b = __ldg((const uint2 *)(sb[r] + c * 4));\n" \
+    "            const uint2 a = __ldg((const uint2 *)(sa[r] + c * 4)), b = __ldg((const uint2 *)(sa[r] + ds[r] + c * 4));\n" \
     "            s.sa[r][0] = a.x; s.sa[r][1] = a.y; s.sb[r][0] = b.x; s.sb[r][1] = b.y;\n"                      \
     "        } else if constexpr (GPC == 2) {\n"                                                                  \
     "            s.sa[r][0] = __ldg((const unsigned int *)(sa[r] + c * 2));\n"                                    \
-    "            s.sb[r][0] = __ldg((const unsigned int *)(sb[r] + c * 2));\n"                                    \
+    "            s.sb[r][0] = __ldg((const unsigned int *)(sa[r] + ds[r] + c * 2));\n"                                    \
     "        } else {\n"                                                                                          \
     "            s.sa[r][0] = __ldg(sa[r] + c);\n"                                                                \
-    "            s.sb[r][0] = __ldg(sb[r] + c);\n"                                                                \
+    "            s.sb[r][0] = __ldg(sa[r] + ds[r] + c);\n"                                                                \
     "        }\n"                                                                                                 \
     "    }\n"                                                                                                     \
     "}\n"                                                                                                         \
@@ -135,14 +148,16 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "    else return w4f_h2f(sw[gq >> 1] >> (16 * (gq & 1)));\n"                                                  \
     "}\n"                                                                                                         \
     "template <int GW, int R, int NB>\n"                                                                          \
-    "__device__ __forceinline__ void w4f_compute(const W4fStage<R, NB> &s, float (*acc)[NB][4], ll c,\n"            \
-    "                                            const u16 *const *xr, const bool *xok) {\n"                     \
+    "__device__ __forceinline__ void w4f_compute(const W4fStage<R, NB> &s, float (*acc)[NB][4], int c,\n"            \
+    "                                            const u16 *const *xr) {\n"                                      \
     "    constexpr int GPC = 4 / GW;\n"                                                                           \
-    "    uint4 xv[NB][4];\n"                                                                                      \
+    "    constexpr bool XJ = false;\n"                                                                      \
+    "    uint4 xv[XJ ? 1 : NB][4];\n"                                                                             \
     "#pragma unroll\n"                                                                                            \
     "    for (int nb = 0; nb < NB; nb++)\n"                                                                       \
     "#pragma unroll\n"                                                                                            \
-    "        for (int j = 0; j < 4; j++) xv[nb][j] = w4f_ldx<GW>(xr[nb], xok[nb], c, j);\n"                       \
+    "        for (int j = 0; j < 4; j++)\n"                                                                      \
+    "            if constexpr (!XJ) xv[nb][j] = w4f_ldx<GW>(xr[nb], c, j);\n"                                      \
     "#pragma unroll\n"                                                                                            \
     "    for (int gq = 0; gq < GPC; gq++) {\n"                                                                    \
     "        float part[R][NB][4];\n"                                                                             \
@@ -158,7 +173,7 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "            u32 b[NB][4]; /* B registers: (e0,e4), (e1,e5) for h = 0; (e2,e6), (e3,e7) for h = 1 */\n"      \
     "#pragma unroll\n"                                                                                            \
     "            for (int nb = 0; nb < NB; nb++) {\n"                                                             \
-    "                const uint4 v = xv[nb][j];\n"                                                                \
+    "                const uint4 v = XJ ? w4f_ldx<GW>(xr[nb], c, j) : xv[nb][j];\n"                               \
     "                b[nb][0] = __byte_perm(v.x, v.z, 0x5410);\n"                                                 \
     "                b[nb][1] = __byte_perm(v.x, v.z, 0x7632);\n"                                                 \
     "                b[nb][2] = __byte_perm(v.y, v.w, 0x5410);\n"                                                 \
@@ -194,23 +209,23 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "    const int ks = blockDim.x >> 5;\n"                                                                       \
     "    const ll ng = k / (32 * GW), chunks = k >> 7;\n"                                                         \
     "    const ll cpw = (chunks + ks - 1) / ks, c0 = warp * cpw, c1 = c0 + cpw < chunks ? c0 + cpw : chunks;\n"   \
-    "    const u8 *qa[R], *qb[R];\n"                                                                              \
-    "    const u16 *sa[R], *sb[R], *xr[NB];\n"                                                                    \
-    "    bool xok[NB];\n"                                                                                         \
+    "    const u8 *qa[R]; /* rows g + 8 at dq / ds from rows g (clamped rows too): fewer 64-bit pointers */\n"                                                                              \
+    "    const u16 *sa[R], *xr[NB];\n"                                                                            \
+    "    int dq[R], ds[R];\n"                                                                    \
     "#pragma unroll\n"                                                                                            \
     "    for (int r = 0; r < R; r++) {\n"                                                                         \
     "        int ra = n0 + 16 * r + g, rb = ra + 8;\n"                                                            \
     "        ra = ra < n ? ra : n - 1;\n"                                                                         \
     "        rb = rb < n ? rb : n - 1;\n"                                                                         \
     "        qa[r] = q + (ll)ra * (k / 2) + 4 * GW * t;\n"                                                        \
-    "        qb[r] = q + (ll)rb * (k / 2) + 4 * GW * t;\n"                                                        \
+    "        dq[r] = (rb - ra) * (int)(k / 2);\n"                                                        \
     "        sa[r] = sc + ra * ng;\n"                                                                             \
-    "        sb[r] = sc + rb * ng;\n"                                                                             \
+    "        ds[r] = (rb - ra) * (int)ng;\n"                                                                             \
     "    }\n"                                                                                                     \
     "#pragma unroll\n"                                                                                            \
     "    for (int nb = 0; nb < NB; nb++) {\n"                                                                     \
-    "        xok[nb] = g + 8 * nb < m;\n"                                                                         \
-    "        xr[nb] = x + (xok[nb] ? (ll)(g + 8 * nb) * k : 0) + 8 * GW * t;\n"                                   \
+    "        const int xi = g + 8 * nb < m ? g + 8 * nb : m - 1;\n"                                               \
+    "        xr[nb] = x + (ll)xi * k + 8 * GW * t;\n"                                                             \
     "    }\n"                                                                                                     \
     "    float acc[R][NB][4];\n"                                                                                  \
     "#pragma unroll\n"                                                                                            \
@@ -219,15 +234,25 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "        for (int nb = 0; nb < NB; nb++)\n"                                                                   \
     "#pragma unroll\n"                                                                                            \
     "            for (int e = 0; e < 4; e++) acc[r][nb][e] = 0.f;\n"                                              \
-    "    /* two register stages, loaded one chunk ahead; the loop body is unrolled by two so no stage is copied */\n" \
+    "    /* two register stages, loaded one chunk ahead; the loop body is unrolled by two so no stage is copied,\n" \
+    "       and the pointers advance by two chunks a trip (the offsets in the loop are immediates) */\n"          \
+    "    constexpr int GPC = 4 / GW;\n"                                                                           \
+    "#pragma unroll\n"                                                                                            \
+    "    for (int r = 0; r < R; r++) qa[r] += c0 * 64, sa[r] += c0 * GPC;\n"  \
+    "#pragma unroll\n"                                                                                            \
+    "    for (int nb = 0; nb < NB; nb++) xr[nb] += c0 * 128;\n"                                                   \
     "    W4fStage<R, NB> s0, s1;\n"                                                                               \
-    "    if (c0 < c1) w4f_load<GW, R, NB>(s0, c0, qa, qb, sa, sb, xr, xok);\n"                                    \
+    "    if (c0 < c1) w4f_load<GW, R, NB>(s0, 0, qa, dq, sa, ds);\n"                                              \
     "    for (ll c = c0; c < c1; c += 2) {\n"                                                                     \
-    "        if (c + 1 < c1) w4f_load<GW, R, NB>(s1, c + 1, qa, qb, sa, sb, xr, xok);\n"                          \
-    "        w4f_compute<GW, R, NB>(s0, acc, c, xr, xok);\n"                                                                  \
+    "        if (c + 1 < c1) w4f_load<GW, R, NB>(s1, 1, qa, dq, sa, ds);\n"                                       \
+    "        w4f_compute<GW, R, NB>(s0, acc, 0, xr);\n"                                                           \
     "        if (c + 1 >= c1) break;\n"                                                                           \
-    "        if (c + 2 < c1) w4f_load<GW, R, NB>(s0, c + 2, qa, qb, sa, sb, xr, xok);\n"                          \
-    "        w4f_compute<GW, R, NB>(s1, acc, c + 1, xr, xok);\n"                                                                  \
+    "        if (c + 2 < c1) w4f_load<GW, R, NB>(s0, 2, qa, dq, sa, ds);\n"                                       \
+    "        w4f_compute<GW, R, NB>(s1, acc, 1, xr);\n"                                                           \
+    "#pragma unroll\n"                                                                                            \
+    "        for (int r = 0; r < R; r++) qa[r] += 128, sa[r] += 2 * GPC;\n"       \
+    "#pragma unroll\n"                                                                                            \
+    "        for (int nb = 0; nb < NB; nb++) xr[nb] += 256;\n"                                                    \
     "    }\n"                                                                                                     \
     "    /* the K split: warps 1.. leave their totals, warp 0 adds them in warp order and stores */\n"            \
     "    constexpr int NA = R * NB * 4;\n"                                                                        \
@@ -254,23 +279,27 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "                if (xi < m && wi < n) y[(ll)xi * n + wi] = acc[r][nb][e];\n"                                 \
     "            }\n"                                                                                             \
     "}\n"                                                                                                         \
-    "/* m > 8 (two n8 tiles of x) and g32 (four scale words a row a stage) run one 16-row tile at a time, the\n" \
-    "   tiles of a 32-row block in turn: two W tiles would not fit 128 registers (the host plans R = 1 for them) */\n" \
+    "/* a 32-row block (R = 2): both W tiles at once where they fit in registers (W4F_BOTH: x's B registers\n" \
+    "   serve both, twice the codes in flight), else the two tiles in turn (the host plans R = 1 there) */\n" \
+    "template <int GW, int NB> __device__ __forceinline__ constexpr bool w4f_both() { return " W4F_STR(W4F_BOTH(GW, NB)) "; }\n" \
+    "template <int GW, int NB>\n"                                                                                \
+    "__device__ __forceinline__ void w4f_go_nb(const u16 *x, const u8 *q, const u16 *sc, float *y, int m, int n, ll k,\n" \
+    "                                          int R, float *red) {\n"                                            \
+    "    const int n0 = blockIdx.x * (16 * R); /* n < 2^31 (eligibility) */\n"                                    \
+    "    if (R == 1) {\n"                                                                                          \
+    "        w4f_gemv<GW, 1, NB>(x, q, sc, y, m, n, k, n0, red);\n"                                               \
+    "    } else if constexpr (w4f_both<GW, NB>()) {\n"                                                            \
+    "        w4f_gemv<GW, 2, NB>(x, q, sc, y, m, n, k, n0, red);\n"                                               \
+    "    } else {\n"                                                                                              \
+    "        w4f_gemv<GW, 1, NB>(x, q, sc, y, m, n, k, n0, red);\n"                                               \
+    "        if (n0 + 16 < n) w4f_gemv<GW, 1, NB>(x, q, sc, y, m, n, k, n0 + 16, red);\n"                         \
+    "    }\n"                                                                                                     \
+    "}\n"                                                                                                         \
     "template <int GW>\n"                                                                                         \
     "__device__ __forceinline__ void w4f_go(const u16 *x, const u8 *q, const u16 *sc, float *y, int m, int n, ll k,\n" \
     "                                       int R, float *red) {\n"                                               \
-    "    const int n0 = blockIdx.x * (16 * R); /* n < 2^31 (eligibility) */\n"                                    \
-    "    if (m > 8) {\n"                                                                                          \
-    "        w4f_gemv<GW, 1, 2>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
-    "        if (R == 2 && n0 + 16 < n) w4f_gemv<GW, 1, 2>(x, q, sc, y, m, n, k, n0 + 16, red);\n"                \
-    "    } else if (R == 2 && GW == 1) {\n"                                                                       \
-    "        w4f_gemv<GW, 1, 1>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
-    "        if (n0 + 16 < n) w4f_gemv<GW, 1, 1>(x, q, sc, y, m, n, k, n0 + 16, red);\n"                          \
-    "    } else if (R == 2) {\n"                                                                                  \
-    "        w4f_gemv<GW, 2, 1>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
-    "    } else {\n"                                                                                              \
-    "        w4f_gemv<GW, 1, 1>(x, q, sc, y, m, n, k, n0, red);\n"                                                \
-    "    }\n"                                                                                                     \
+    "    if (m > 8) w4f_go_nb<GW, 2>(x, q, sc, y, m, n, k, R, red); /* two n8 tiles of x */\n"                    \
+    "    else w4f_go_nb<GW, 1>(x, q, sc, y, m, n, k, R, red);\n"                                                  \
     "}\n"                                                                                                         \
     "extern \"C\" __global__ void __launch_bounds__(512) qc_w4f_gemv_sym(const u16 *x, const u8 *q, const u16 *s,\n" \
     "        float *y, ll m, ll n, ll k, ll gs) {\n"                                                              \
@@ -295,15 +324,18 @@ typedef struct w4f_plan {
     int64_t blocks;
 } w4f_plan;
 
-/* R = 2 (x's registers serve two tiles) unless that leaves fewer than two
- * blocks per SM's worth of 16-row tiles; KS doubles while the warps stay
+/* R = 2 (x's registers serve two tiles, twice the codes in flight a warp)
+ * where the device runs both tiles at once (W4F_BOTH) unless that leaves
+ * fewer than two blocks per SM's worth of 16-row tiles (so gate_up, 1792
+ * tiles, takes R = 2 at every m for g128, as mxfp4.gemv_frag_ps does); KS doubles while the warps stay
  * under the target and each keeps at least two chunks.  QC_W4F_R and
  * QC_W4F_KS override (tuning on the device; the device follows the launch). */
 static void w4f_plan_of(int64_t m, int64_t n, int64_t k, int64_t g, w4f_plan *p) {
     memset(p, 0, sizeof *p);
     if (m <= 0 || n <= 0 || k < 128) return;
     int64_t chunks = k / 128, tiles = (n + 15) / 16;
-    p->r = tiles >= 2 * 264 && m <= 8 && g != 32 ? 2 : 1; /* the device runs m > 8 and g32 a tile at a time */
+    /* R = 2 only where the device runs both tiles at once (W4F_BOTH: g64 / g128 at m <= 8, g128 above) */
+    p->r = tiles >= 2 * 264 && W4F_BOTH(g / 32, m > 8 ? 2 : 1) ? 2 : 1;
     const char *er = getenv("QC_W4F_R"), *ek = getenv("QC_W4F_KS");
     if (er && (atoi(er) == 1 || atoi(er) == 2)) p->r = atoi(er);
     if (tiles == 1) p->r = 1; /* 16 gridDim >= n then reads as R = 1 */
@@ -374,6 +406,10 @@ static int w4f_el_sym(const qc_problem *p, qc_reason *why) {
     if (p->k % 128) {
         w4_why(why, "align_k", "%s streams K in chunks of 128 codes, layer has K=%lld (w4a16.gemv_sym takes it)", id,
                (long long)p->k);
+        return 0;
+    }
+    if (p->k > (1LL << 28)) { /* rows g + 8 sit 4 k bytes past rows g: a 32-bit offset in the kernel */
+        w4_why(why, "shape", "%s: k = %lld is above 2^28 (its row offsets are 32-bit)", id, (long long)p->k);
         return 0;
     }
     if ((p->n + 15) / 16 > 0x7fffffffLL) {

@@ -32,6 +32,33 @@ static void correctness(ctx *c, kern *kf) {
         }
 }
 
+/* The 32-row blocks (R = 2) at every M: n = 8456 (529 tiles: the plan's own R = 2 at g64 / g128 for m <= 8 and
+ * g128 above, a last block with one tile; k 384 keeps every output checked against the C reference), and QC_W4F_R=2 forced on small shapes (n % 32 == 8 and 24, a clamped
+ * or missing second tile, K splits with idle warps) so that g32 / g64 run their tiles in turn at m > 8.  The
+ * caller's QC_W4F_R is put back afterwards. */
+static void correctness_r2(ctx *c, kern *kf) {
+    static const int64_t ms[] = {1, 4, 8, 9, 11, 13, 16};
+    static const int64_t small[][2] = {{72, 384}, {40, 1152}, {1000, 640}};
+    const char *old = getenv("QC_W4F_R");
+    char *saved = old ? strdup(old) : NULL;
+    for (uint32_t g = 32; g <= 128; g *= 2) {
+        wt w;
+        if (saved) unsetenv("QC_W4F_R");
+        if (wt_make(c, &w, 0, g, 8456, 384, 1) == 0)
+            for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) run_case(c, kf->k, kf->fn, &w, ms[i], 0);
+        wt_free(c, &w);
+        setenv("QC_W4F_R", "2", 1);
+        for (size_t sh = 0; sh < sizeof small / sizeof small[0]; sh++) {
+            if (wt_make(c, &w, 0, g, small[sh][0], small[sh][1], 1) == 0)
+                for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) run_case(c, kf->k, kf->fn, &w, ms[i], 0);
+            wt_free(c, &w);
+        }
+        if (saved) setenv("QC_W4F_R", saved, 1);
+        else unsetenv("QC_W4F_R");
+    }
+    free(saved);
+}
+
 /* Llama-3-8B shapes (o, qkv, gate_up, down) at M = 1, 4, 16, every group; the older GEMV beside it. */
 static void timing(ctx *c, kern *kf, kern *old) {
     static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
@@ -73,7 +100,10 @@ int main(void) {
         if (c.f && load_kernel(&c, &kf, "w4a16.gemv_frag_sym") == 0) {
             load_kernel(&c, &old, "w4a16.gemv_sym");
             double t0 = qc_now_seconds();
-            if (!getenv("QC_W4_TIMING_ONLY")) correctness(&c, &kf);
+            if (!getenv("QC_W4_TIMING_ONLY")) {
+                correctness(&c, &kf);
+                correctness_r2(&c, &kf);
+            }
             printf("%s: correctness cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             measure_copy(&c);
             if (c.copy_gbs > 0 && !getenv("QC_W4_NO_TIMING")) {

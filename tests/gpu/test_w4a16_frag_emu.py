@@ -1,7 +1,7 @@
 # test_w4a16_frag_emu.py - plugins/w4a16/w4a16_gemv_frag.c's index and fragment math replayed on the CPU, no GPU needed.
-# A transcription (keep it in step with the kernel): the device's R rule from the grid, the tile-at-a-time paths
-# (m > 8, g32), each warp's chunk slice, each lane's code loads (byte offsets into the row-major packed rows, rows
-# clamped to n - 1), its scale words and their halves, its x loads (zeros past m), the byte_perms into B registers,
+# A transcription (keep it in step with the kernel): the device's R rule from the grid, W4F_BOTH's both-tiles or
+# in-turn paths, each warp's chunk slice, each lane's code loads (byte offsets into the row-major packed rows, rows
+# clamped to n - 1), its scale words and their halves, its x loads (row m - 1 past m), the byte_perms into B registers,
 # the lop3 / bf16x2 fma pairs into A registers, the mma as a matrix product through the PTX ISA's m16n8k16 fragment
 # ownership (A: a0,a1 row g cols 2t,2t+1; a2,a3 row g+8; a4,a5 row g cols 2t+8,2t+9; a6,a7 row g+8; B: b0,b1 k rows
 # 2t,2t+1 of column g, b2,b3 k rows 2t+8,2t+9; D: c0,c1 row g cols 2t,2t+1, c2,c3 row g+8), the per-group promotion,
@@ -75,21 +75,23 @@ def mma(d, A, B):
         d[lane][3] += D[g + 8, 2 * t + 1]
 
 
+def both(GW, NB):
+    # W4F_BOTH in w4a16_gemv_frag.c: which 32-row blocks run both W tiles at once
+    return GW != 1 if NB == 1 else GW == 4
+
+
 def run_block(ctx, bx, ks):
     m, n, k, GW, R, qb, sc, xb, y = ctx
     n0 = bx * 16 * R
-    if m > 8:
-        gemv(ctx, 1, 2, n0, ks)
-        if R == 2 and n0 + 16 < n:
-            gemv(ctx, 1, 2, n0 + 16, ks)
-    elif R == 2 and GW == 1:
-        gemv(ctx, 1, 1, n0, ks)
+    NB = 2 if m > 8 else 1
+    if R == 1:
+        gemv(ctx, 1, NB, n0, ks)
+    elif both(GW, NB):
+        gemv(ctx, 2, NB, n0, ks)
+    else:  # the two tiles in turn
+        gemv(ctx, 1, NB, n0, ks)
         if n0 + 16 < n:
-            gemv(ctx, 1, 1, n0 + 16, ks)
-    elif R == 2:
-        gemv(ctx, 2, 1, n0, ks)
-    else:
-        gemv(ctx, 1, 1, n0, ks)
+            gemv(ctx, 1, NB, n0 + 16, ks)
 
 
 def gemv(ctx, R, NB, n0, ks):
@@ -115,8 +117,8 @@ def gemv(ctx, R, NB, n0, ks):
                 qbb.append(rb * (k // 2) + 4 * GW * t)
                 sa.append(ra * ng)
                 sb.append(rb * ng)
-            xok = [g + 8 * nb < m for nb in range(NB)]
-            xr = [((g + 8 * nb) * k if xok[nb] else 0) + 8 * GW * t for nb in range(NB)]
+            xok = [True] * NB  # rows past m read row m - 1 (their D columns are not stored)
+            xr = [min(g + 8 * nb, m - 1) * k + 8 * GW * t for nb in range(NB)]
             lanes.append((qa, qbb, sa, sb, xok, xr))
         for c in range(c0, c1):
             # w4f_load: codes (4 / GW loads of GW words) and scale words of each lane
@@ -266,6 +268,14 @@ cases = [
     (13, 72, 512, 64, 2, 3),
     (2, 32, 640, 64, 1, 8),
     (1, 8, 256, 32, 1, 2),
+    # R = 2 with two x tiles (m > 8): both tiles at once at g128, in turn at g64 / g32 (QC_W4F_R=2); n not a
+    # multiple of 32 (a clamped or missing second tile), K splits with idle warps (3 chunks over KS 4)
+    (9, 72, 384, 128, 2, 4),
+    (12, 40, 512, 128, 2, 3),
+    (16, 56, 256, 128, 2, 2),
+    (14, 24, 384, 128, 2, 1),
+    (10, 40, 384, 64, 2, 4),
+    (11, 72, 256, 32, 2, 2),
 ]
 bad = 0
 for c in cases:
