@@ -457,37 +457,46 @@ static int gemv_rank(const kspec *s) { /* pass in which s registers */
 /* QC_FP8_WGMMA_OPTS="-DA=1,-DB=2" (commas or spaces): extra NVRTC options for the three wgmma GEMMs (cuda/wgmma.cu's
  * build options), QC_FP8_GEMV_OPTS the same for the three fp8.gemv_* (cuda/gemv.cu), for A/B runs on the device
  * without a rebuild; at most 8 options of up to 63 characters, each starting with -D (anything else is ignored
- * with a warning).  The arrays live as long as the plugin. */
+ * with a warning).  Each variable is read once per registration; the arrays live as long as the plugin. */
 #define X_OPTS 8
 enum { X_WGMMA, X_GEMV, X_FAMILIES };
 static char g_xbuf[X_FAMILIES][X_OPTS][64];
+static int g_xn[X_FAMILIES];
 static const char *g_xopts[X_FAMILIES][3][2 + X_OPTS];
-static const char *const *extra_opts(int family, int mode) {
+static void read_extra_opts(int family) {
     static const char *const env[X_FAMILIES] = {"QC_FP8_WGMMA_OPTS", "QC_FP8_GEMV_OPTS"};
     const char *e = getenv(env[family]);
-    if (!e || !*e) return OPT_MODE[mode];
     int n = 0;
-    for (const char *p = e; *p && n < X_OPTS;) {
+    for (const char *p = e ? e : ""; *p && n < X_OPTS;) {
         while (*p == ' ' || *p == ',') p++;
         size_t len = strcspn(p, " ,");
         if (len == 0) break;
         if (len < sizeof g_xbuf[0][0] && strncmp(p, "-D", 2) == 0) {
             memcpy(g_xbuf[family][n], p, len);
             g_xbuf[family][n++][len] = 0;
-        } else if (mode == 0) { /* once per family */
+        } else {
             fprintf(stderr, "fp8: %s: ignoring '%.*s' (want -DNAME=VALUE, under 64 characters)\n", env[family],
                     (int)len, p);
         }
         p += len;
     }
-    g_xopts[family][mode][0] = OPT_MODE[mode][0];
-    for (int i = 0; i < n; i++) g_xopts[family][mode][1 + i] = g_xbuf[family][i];
-    g_xopts[family][mode][1 + n] = NULL;
+    g_xn[family] = n;
+}
+/* a kernel's NVRTC options: its FP8_MODE option (opts is one of OPT_MODE), then its family's extra ones */
+static const char *const *with_extra_opts(int family, const char *const *opts) {
+    int mode = 0;
+    while (mode < 2 && opts != OPT_MODE[mode]) mode++;
+    if (g_xn[family] == 0 || opts != OPT_MODE[mode]) return opts;
+    g_xopts[family][mode][0] = opts[0];
+    for (int i = 0; i < g_xn[family]; i++) g_xopts[family][mode][1 + i] = g_xbuf[family][i];
+    g_xopts[family][mode][1 + g_xn[family]] = NULL;
     return g_xopts[family][mode];
 }
 
 qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
     const size_t n = sizeof g_kernels / sizeof g_kernels[0];
+    read_extra_opts(X_WGMMA);
+    read_extra_opts(X_GEMV);
     for (size_t j = 0; j < 3 * n; j++) { /* three passes, each in table order */
         const kspec *s = &g_kernels[j % n];
         if (gemv_rank(s) != (int)(j / n)) continue;
@@ -504,8 +513,8 @@ qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
             .reference = s->ref,
             .cuda_source = s->src,
             .cuda_entry = s->entry,
-            .nvrtc_options = s->src == FP8_SRC_WGMMA  ? extra_opts(X_WGMMA, s->opts[0][sizeof "-DFP8_MODE=" - 1] - '0')
-                             : s->src == FP8_SRC_GEMV ? extra_opts(X_GEMV, s->opts[0][sizeof "-DFP8_MODE=" - 1] - '0')
+            .nvrtc_options = s->src == FP8_SRC_WGMMA  ? with_extra_opts(X_WGMMA, s->opts)
+                             : s->src == FP8_SRC_GEMV ? with_extra_opts(X_GEMV, s->opts)
                                                       : s->opts,
             .launch_dims = s->dims,
             .eligible = s->elig,

@@ -175,21 +175,21 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #if FP8_MODE == 1
         const float wt = __ldg(ws); /* the one weight scale */
 #endif
-        /* one stage: wait for its bytes, four wgmma k32 into d (a fresh sum: scale-d 0 on the first) */
-        auto issue = [&](int st_, float *d) {
+        /* one stage: wait for its bytes, four wgmma k32 into acc (a fresh sum: scale-d 0 on the first) */
+        auto issue = [&](int st_) {
             qc_mbar_wait(full + 8 * st_, ph);
             const unsigned sa = base + st_ * STAGE + c * (64 * WG_BK), sb = base + st_ * STAGE + WG_A_BYTES;
             qc_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < WG_BK / 32; kk++) /* 32 k = 32 B further along the swizzled rows */
-                qc_wgmma<BN>(d, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0);
+                qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0);
             qc_wg_commit();
         };
         /* Tiles are software-pipelined by one stage: the first stage of a warpgroup's next tile is issued
            before the epilogue of the current one (acc is free once promoted; the epilogue reads only tot),
            so the tensor cores work through both warpgroups' next stage while the tile is stored, instead
            of idling from the last wgmma of one tile to the first of the next. */
-        bool issued = false; /* stage 0 of tile t is already in flight (into acc) */
+        bool issued = false; /* stage 0 of tile t is already in flight */
 #pragma unroll
         for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
         for (long long t = blockIdx.x; t < tiles; t += gridDim.x, parity ^= 1) {
@@ -227,26 +227,6 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 if (kt < kt_n) sc[0] = xs0[kt], sc[1] = xs1[kt], sc[2] = wsa[kt], sc[3] = wsb[kt];
             };
 #endif
-            /* tot += stage's sum d, scaled per weight block in block mode (a_s * w_s first, as the reference) */
-            auto promote = [&](float *d, float xa0, float xa1, float wa, float wb) {
-#pragma unroll
-                for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(d[i])::"memory"); /* after the wait */
-#if FP8_MODE == 2
-                const float s0a = xa0 * wa, s1a = xa1 * wa, s0b = xa0 * wb, s1b = xa1 * wb;
-                if (BN == 128 || split == 16) /* 128 | col0 */
-                    qc_promote_split<BN, 16>(tot, d, s0a, s1a, s0b, s1b);
-                else if (split == 8)
-                    qc_promote_split<BN, 8>(tot, d, s0a, s1a, s0b, s1b);
-                else if (BN == 160 && split == 12)
-                    qc_promote_split<BN, 12>(tot, d, s0a, s1a, s0b, s1b);
-                else if (BN == 160)
-                    qc_promote_split<BN, 4>(tot, d, s0a, s1a, s0b, s1b);
-#else
-                (void)xa0, (void)xa1, (void)wa, (void)wb;
-#pragma unroll
-                for (int i = 0; i < BN / 2; i++) tot[i] += d[i];
-#endif
-            };
             for (int kt = 0; kt < kt_n; kt++) {
 #if FP8_MODE == 2 && FP8_SCALE_AHEAD
                 const float xa0 = sc[0], xa1 = sc[1], wa = sc[2], wb = sc[3];
@@ -254,18 +234,32 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #elif FP8_MODE == 2
                 load_sc(kt);
                 const float xa0 = sc[0], xa1 = sc[1], wa = sc[2], wb = sc[3];
-#else
-                const float xa0 = 0.f, xa1 = 0.f, wa = 0.f, wb = 0.f;
 #endif
-                if (kt > 0 || !issued) issue(s, acc);
+                if (kt > 0 || !issued) issue(s);
                 qc_wg_wait<0>();
                 if (lane == 0) qc_mbar_arrive(empty + 8 * s); /* the stage is read: the producer may refill it */
-                promote(acc, xa0, xa1, wa, wb);
+#pragma unroll
+                for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
+#if FP8_MODE == 2
+                /* a_s * w_s first, as the reference */
+                const float s0a = xa0 * wa, s1a = xa1 * wa, s0b = xa0 * wb, s1b = xa1 * wb;
+                if (BN == 128 || split == 16) /* 128 | col0 */
+                    qc_promote_split<BN, 16>(tot, acc, s0a, s1a, s0b, s1b);
+                else if (split == 8)
+                    qc_promote_split<BN, 8>(tot, acc, s0a, s1a, s0b, s1b);
+                else if (BN == 160 && split == 12)
+                    qc_promote_split<BN, 12>(tot, acc, s0a, s1a, s0b, s1b);
+                else if (BN == 160)
+                    qc_promote_split<BN, 4>(tot, acc, s0a, s1a, s0b, s1b);
+#else
+#pragma unroll
+                for (int i = 0; i < BN / 2; i++) tot[i] += acc[i];
+#endif
                 if (++s == ST) { s = 0; ph ^= 1u; }
             }
             /* the next tile's first stage (the same ring slot order as the producer's) */
             issued = t + gridDim.x < tiles;
-            if (issued) issue(s, acc);
+            if (issued) issue(s);
             const long long cb = tn * BN + 2 * (lane & 3);
             float *y0 = y + r0 * n, *y1 = y + r1 * n;
 #if FP8_MODE == 0
