@@ -276,6 +276,23 @@ static void measure_copy(ctx *c) {
            (double)ms);
 }
 
+/* one fragment GEMV's cases with its launch plan forced through its R and KS variables (each restored after) */
+typedef struct forced_plan {
+    const char *r, *ks;
+    int64_t m, n, k;
+} forced_plan;
+static void run_forced(ctx *c, const char *id, const char *var_r, const char *var_ks, const forced_plan *f,
+                       size_t nf) {
+    for (size_t i = 0; i < nf && kernel_wanted(id); i++) {
+        setenv(var_r, f[i].r, 1);
+        setenv(var_ks, f[i].ks, 1);
+        printf("  (%s with %s=%s %s=%s)\n", id, var_r, f[i].r, var_ks, f[i].ks);
+        run_case(c, id, f[i].m, f[i].n, f[i].k, W_NORMAL, 0);
+        unsetenv(var_r);
+        unsetenv(var_ks);
+    }
+}
+
 int main(int argc, char **argv) {
     qc_set_log_level(QC_LOG_WARN);
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0; /* correctness only, no timings */
@@ -344,20 +361,10 @@ int main(int argc, char **argv) {
                 run_case(&c, frag, 1, 96, 1152, W_HUGE, 0);
                 run_case(&c, frag, 6, 48, 4096, W_HUGE, 0);
                 run_case(&c, frag, 16, 40, 640, W_HUGE, 0);
-                static const struct {
-                    const char *r, *ks;
-                    int64_t m, n, k;
-                } forced[] = {{"2", "3", 1, 264, 1152}, {"2", "5", 4, 77, 896}, {"2", "4", 7, 40, 640},
-                              {"1", "7", 9, 24, 2176}, {"2", "16", 16, 264, 1152}, {"1", "16", 2, 72, 14336}};
-                for (size_t i = 0; i < sizeof forced / sizeof forced[0]; i++) {
-                    if (!kernel_wanted(frag)) break;
-                    setenv("QC_MXF_R", forced[i].r, 1);
-                    setenv("QC_MXF_KS", forced[i].ks, 1);
-                    printf("  (%s with QC_MXF_R=%s QC_MXF_KS=%s)\n", frag, forced[i].r, forced[i].ks);
-                    run_case(&c, frag, forced[i].m, forced[i].n, forced[i].k, W_NORMAL, 0);
-                    unsetenv("QC_MXF_R");
-                    unsetenv("QC_MXF_KS");
-                }
+                static const forced_plan forced[] = {{"2", "3", 1, 264, 1152}, {"2", "5", 4, 77, 896},
+                                                     {"2", "4", 7, 40, 640},   {"1", "7", 9, 24, 2176},
+                                                     {"2", "16", 16, 264, 1152}, {"1", "16", 2, 72, 14336}};
+                run_forced(&c, frag, "QC_MXF_R", "QC_MXF_KS", forced, sizeof forced / sizeof forced[0]);
                 for (int64_t m = 1; m <= 16; m++) run_case(&c, frag, m, 4096, 4096, W_NORMAL, 0);
                 /* mxfp4.gemv_frag_ps (k % 128 == 0; the engine's pick for M 5..16): every m on odd tile counts and
                  * n % 16 != 0, one tile of 8 rows, k = 128, K splits with ragged ends (plan-chosen and forced, warps
@@ -378,20 +385,10 @@ int main(int argc, char **argv) {
                 run_case(&c, ps, 5, 96, 1152, W_HUGE, 0);
                 run_case(&c, ps, 8, 48, 4096, W_HUGE, 0);
                 run_case(&c, ps, 16, 40, 640, W_HUGE, 0);
-                static const struct {
-                    const char *r, *ks;
-                    int64_t m, n, k;
-                } pforced[] = {{"2", "3", 5, 264, 1152}, {"2", "5", 8, 77, 896},  {"2", "4", 12, 40, 640},
-                               {"1", "7", 9, 24, 2176},  {"2", "16", 16, 264, 1152}, {"1", "16", 6, 72, 14336}};
-                for (size_t i = 0; i < sizeof pforced / sizeof pforced[0]; i++) {
-                    if (!kernel_wanted(ps)) break;
-                    setenv("QC_MXP_R", pforced[i].r, 1);
-                    setenv("QC_MXP_KS", pforced[i].ks, 1);
-                    printf("  (%s with QC_MXP_R=%s QC_MXP_KS=%s)\n", ps, pforced[i].r, pforced[i].ks);
-                    run_case(&c, ps, pforced[i].m, pforced[i].n, pforced[i].k, W_NORMAL, 0);
-                    unsetenv("QC_MXP_R");
-                    unsetenv("QC_MXP_KS");
-                }
+                static const forced_plan pforced[] = {{"2", "3", 5, 264, 1152}, {"2", "5", 8, 77, 896},
+                                                      {"2", "4", 12, 40, 640},  {"1", "7", 9, 24, 2176},
+                                                      {"2", "16", 16, 264, 1152}, {"1", "16", 6, 72, 14336}};
+                run_forced(&c, ps, "QC_MXP_R", "QC_MXP_KS", pforced, sizeof pforced / sizeof pforced[0]);
                 for (int64_t m = 1; m <= 16; m++) run_case(&c, ps, m, 4096, 4096, W_NORMAL, 0);
                 /* prefill GEMM: m tails, n tails (odd n), k % 64 == 32, tiny and NaN scales */
                 run_case(&c, "mxfp4.linear_mma", 17, 136, 64, W_NORMAL, 0);
