@@ -569,6 +569,37 @@ const qc_kernel_param MX_BX_PARAMS[MX_BX_NPARAMS] = {
     {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
 };
 
+#define FRAG_MAX_KS 16
+#define FRAG_WANT_WARPS 2112 /* 16 warps per SM of an H200 (128 registers a thread), one wave */
+
+void mxfp4_frag_plan_of(int64_t m, int64_t n, int64_t k, int r2_ok, const char *env_r, const char *env_ks,
+                        mxfp4_frag_plan *p) {
+    memset(p, 0, sizeof *p);
+    if (m <= 0 || n <= 0 || k < 128) return;
+    int64_t chunks = k / 128, tiles = (n + 15) / 16;
+    p->r = tiles >= 2 * 264 && r2_ok ? 2 : 1;
+    const char *er = getenv(env_r), *ek = getenv(env_ks);
+    if (er && (atoi(er) == 1 || atoi(er) == 2)) p->r = atoi(er);
+    if (tiles == 1) p->r = 1; /* 16 gridDim >= n then reads as R = 1 */
+    p->blocks = (tiles + p->r - 1) / p->r;
+    p->ks = 1;
+    while (p->ks < FRAG_MAX_KS && p->blocks * p->ks * 2 <= FRAG_WANT_WARPS && chunks >= 4 * p->ks) p->ks *= 2;
+    if (ek) {
+        int v = atoi(ek);
+        if (v >= 1 && v <= FRAG_MAX_KS) p->ks = v;
+    }
+}
+
+void mxfp4_frag_dims(const mxfp4_frag_plan *pl, uint32_t red_bytes, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    if (pl->blocks <= 0 || pl->blocks > 0x7fffffffLL) return;
+    d->grid[0] = (uint32_t)pl->blocks;
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = 32u * (uint32_t)pl->ks;
+    d->block[1] = d->block[2] = 1;
+    d->shared_bytes = red_bytes;
+}
+
 int mxfp4_frag_eligible(const char *id, const qc_problem *p, qc_reason *why) {
     if (p->k <= 0 || p->k % 128) {
         mxfp4_why(why, "align_k", "%s streams K in chunks of 128 elements (4 scale blocks), layer has K=%lld "

@@ -12,6 +12,19 @@ void mxfp4_why(qc_reason *why, const char *code, const char *fmt, ...) __attribu
 extern const qc_kernel_param MX_BX_PARAMS[MX_BX_NPARAMS];
 /* eligibility of the fragment GEMVs (id names the kernel in the reason): k % 128 == 0, n fits 32 bits */
 int mxfp4_frag_eligible(const char *id, const qc_problem *p, qc_reason *why);
+/* The fragment GEMVs' launch plan: R 16-row tiles a warp (1 or 2), KS warps a block splitting K, one block per
+ * R tiles.  R = 2 where r2_ok and the layer has at least two blocks per SM's worth of tiles; KS doubles (up to
+ * 16) while all warps stay within one wave of 16 per SM of an H200 and each keeps at least two 128-K chunks.
+ * The variables env_r (1 or 2) and env_ks (1..16) override (tuning on the device; the device follows the
+ * launch: KS from blockDim, R from gridDim).  A zero plan (blocks 0) for an empty or too-short problem. */
+typedef struct mxfp4_frag_plan {
+    int r, ks;
+    int64_t blocks;
+} mxfp4_frag_plan;
+void mxfp4_frag_plan_of(int64_t m, int64_t n, int64_t k, int r2_ok, const char *env_r, const char *env_ks,
+                        mxfp4_frag_plan *p);
+/* the launch of a plan: blocks x 32 KS threads, red_bytes of dynamic shared memory (all zero for no plan) */
+void mxfp4_frag_dims(const mxfp4_frag_plan *pl, uint32_t red_bytes, qc_launch_dims *d);
 
 /* Register "mxfp4.gemv" (m 1..16, sm_80+), "mxfp4.linear_mma" (m >= 17,
  * sm_80+) and "mxfp4.gemv_sm100" (the GEMV built for sm_100a, arch 100

@@ -78,8 +78,6 @@
  * kernel writes NaN to every output, as mxfp4.gemv does.
  */
 
-#define MXF_MAX_KS 16
-
 static const char MXF_SRC[] =
     "/* qcore mxfp4 GEMV, W as the mma A operand: y[m,n] = x[m,k] . dec(W)[n,k]^T, m <= 16 */\n"
     "typedef unsigned int u32;\n"
@@ -328,52 +326,22 @@ static const char MXF_SRC[] =
 
 /* ---- the launch plan (the device reads KS from blockDim and R from gridDim) ---- */
 
-/* Warps wanted in all: 16 per SM of an H200 (128 registers a thread), one wave (as w4a16.gemv_frag_sym). */
-#define MXF_WANT_WARPS 2112
-
-typedef struct mxf_plan {
-    int r, ks;
-    int64_t blocks;
-} mxf_plan;
-
-/* R = 2 (x's registers serve two tiles) at m <= 4 unless that leaves fewer
- * than two blocks per SM's worth of 16-row tiles; KS doubles while the
- * warps stay under the target and each keeps at least two chunks.
- * QC_MXF_R and QC_MXF_KS override (tuning on the device; the device follows
- * the launch). */
-static void mxf_plan_of(int64_t m, int64_t n, int64_t k, mxf_plan *p) {
-    memset(p, 0, sizeof *p);
-    if (m <= 0 || n <= 0 || k < 128) return;
-    int64_t chunks = k / 128, tiles = (n + 15) / 16;
-    p->r = tiles >= 2 * 264 && m <= 4 ? 2 : 1; /* the device runs m > 4 a tile at a time */
-    const char *er = getenv("QC_MXF_R"), *ek = getenv("QC_MXF_KS");
-    if (er && (atoi(er) == 1 || atoi(er) == 2)) p->r = atoi(er);
-    if (tiles == 1) p->r = 1; /* 16 gridDim >= n then reads as R = 1 */
-    p->blocks = (tiles + p->r - 1) / p->r;
-    p->ks = 1;
-    while (p->ks < MXF_MAX_KS && p->blocks * p->ks * 2 <= MXF_WANT_WARPS && chunks >= 4 * p->ks) p->ks *= 2;
-    if (ek) {
-        int v = atoi(ek);
-        if (v >= 1 && v <= MXF_MAX_KS) p->ks = v;
-    }
+/* R = 2 (x's registers serve two tiles) only at m <= 4: the device runs m > 4 a tile at a time
+ * (mxfp4_frag_plan_of, QC_MXF_R / QC_MXF_KS override) */
+static void mxf_plan_of(int64_t m, int64_t n, int64_t k, mxfp4_frag_plan *p) {
+    mxfp4_frag_plan_of(m, n, k, m <= 4, "QC_MXF_R", "QC_MXF_KS", p);
 }
 
 /* the floats each lane leaves for the reduction: R tiles (the device runs one at a time above m = 4) x NB x 2 */
-static uint32_t mxf_red_bytes(int64_t m, const mxf_plan *p) {
+static uint32_t mxf_red_bytes(int64_t m, const mxfp4_frag_plan *p) {
     int nb = m <= 4 ? 1 : m <= 8 ? 2 : 4, r = m <= 4 ? p->r : 1;
     return p->ks > 1 ? (uint32_t)(p->ks - 1) * (uint32_t)(r * nb * 2) * 32u * 4u : 0u;
 }
 
 static void mxf_dims(const qc_problem *p, qc_launch_dims *d) {
-    memset(d, 0, sizeof *d);
-    mxf_plan pl;
+    mxfp4_frag_plan pl;
     mxf_plan_of(p->m, p->n, p->k, &pl);
-    if (pl.blocks <= 0 || pl.blocks > 0x7fffffffLL) return;
-    d->grid[0] = (uint32_t)pl.blocks;
-    d->grid[1] = d->grid[2] = 1;
-    d->block[0] = 32u * (uint32_t)pl.ks;
-    d->block[1] = d->block[2] = 1;
-    d->shared_bytes = mxf_red_bytes(p->m, &pl);
+    mxfp4_frag_dims(&pl, mxf_red_bytes(p->m, &pl), d);
 }
 
 /* ---- eligibility ---- */

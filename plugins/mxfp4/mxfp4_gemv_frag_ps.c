@@ -91,8 +91,6 @@
  * mxfp4.gemv does.
  */
 
-#define MXP_MAX_KS 16
-
 #define MXP_SRC_BODY                                                                                                            \
     "/* qcore mxfp4 GEMV, block scale in the A fragments: y[m,n] = x[m,k] . dec(W)[n,k]^T, m <= 16 */\n"                        \
     "#ifndef MXP_STAGES\n"                                                                                                      \
@@ -319,55 +317,24 @@ static const char MXP_SRC3[] = "#define MXP_STAGES 3\n" MXP_SRC_BODY;
 
 /* ---- the launch plan (the device reads KS from blockDim and R from gridDim) ---- */
 
-/* Warps wanted in all: 16 per SM of an H200 (128 registers a thread), one wave (as w4a16.gemv_frag_sym). */
-#define MXP_WANT_WARPS 2112
-
-typedef struct mxp_plan {
-    int r, ks;
-    int64_t blocks;
-} mxp_plan;
-
-/* R = 2 (x's registers serve two tiles, twice the codes in flight a warp)
- * unless that leaves fewer than two blocks per SM's worth of 16-row tiles;
- * KS doubles while the warps stay under the target and each keeps at least
- * two chunks (w4a16's plan, but R = 2 at m > 8 too: w4a16 runs its tiles
- * in turn there for lack of registers, and its gate_up at m = 16 takes 1.5x
- * its m = 4 time).  QC_MXP_R and QC_MXP_KS override (tuning on the device;
- * the device follows the launch). */
-static void mxp_plan_of(int64_t m, int64_t n, int64_t k, mxp_plan *p) {
-    memset(p, 0, sizeof *p);
-    if (m <= 0 || n <= 0 || k < 128) return;
-    int64_t chunks = k / 128, tiles = (n + 15) / 16;
-    p->r = tiles >= 2 * 264 ? 2 : 1;
-    const char *er = getenv("QC_MXP_R"), *ek = getenv("QC_MXP_KS");
-    if (er && (atoi(er) == 1 || atoi(er) == 2)) p->r = atoi(er);
-    if (tiles == 1) p->r = 1; /* 16 gridDim >= n then reads as R = 1 */
-    p->blocks = (tiles + p->r - 1) / p->r;
-    p->ks = 1;
-    while (p->ks < MXP_MAX_KS && p->blocks * p->ks * 2 <= MXP_WANT_WARPS && chunks >= 4 * p->ks) p->ks *= 2;
-    if (ek) {
-        int v = atoi(ek);
-        if (v >= 1 && v <= MXP_MAX_KS) p->ks = v;
-    }
+/* R = 2 (x's registers serve two tiles, twice the codes in flight a warp) at every m: w4a16's plan, but R = 2
+ * at m > 8 too, where w4a16 ran its tiles in turn for lack of registers until session 7 (mxfp4_frag_plan_of,
+ * QC_MXP_R / QC_MXP_KS override) */
+static void mxp_plan_of(int64_t m, int64_t n, int64_t k, mxfp4_frag_plan *p) {
+    mxfp4_frag_plan_of(m, n, k, 1, "QC_MXP_R", "QC_MXP_KS", p);
 }
 
 /* the floats each lane leaves for the reduction: R tiles x NB x 4 (the 3-stage build runs the tiles of m > 8
  * in turn and needs half of it) */
-static uint32_t mxp_red_bytes(int64_t m, const mxp_plan *p) {
+static uint32_t mxp_red_bytes(int64_t m, const mxfp4_frag_plan *p) {
     int nb = m > 8 ? 2 : 1, r = p->r;
     return p->ks > 1 ? (uint32_t)(p->ks - 1) * (uint32_t)(r * nb * 4) * 32u * 4u : 0u;
 }
 
 static void mxp_dims(const qc_problem *p, qc_launch_dims *d) {
-    memset(d, 0, sizeof *d);
-    mxp_plan pl;
+    mxfp4_frag_plan pl;
     mxp_plan_of(p->m, p->n, p->k, &pl);
-    if (pl.blocks <= 0 || pl.blocks > 0x7fffffffLL) return;
-    d->grid[0] = (uint32_t)pl.blocks;
-    d->grid[1] = d->grid[2] = 1;
-    d->block[0] = 32u * (uint32_t)pl.ks;
-    d->block[1] = d->block[2] = 1;
-    d->shared_bytes = mxp_red_bytes(p->m, &pl);
+    mxfp4_frag_dims(&pl, mxp_red_bytes(p->m, &pl), d);
 }
 
 /* ---- eligibility ---- */
