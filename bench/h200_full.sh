@@ -113,12 +113,13 @@ ab)
     runs+=("$name=$W/ab-$name.json")
   done <<<"${AB_VARIANTS:-}"
   python3 "$HERE/ab_table.py" "${runs[@]}" --anchors "$W/base/anchors.json" | tee "$W/ab.md"
-  grep -h "WRONG\|rows timed" "$W"/*.txt "$W"/base/gemm.txt | head -20
+  grep -h "WRONG\|rows timed" "$W"/*.txt | head -20 # base.txt holds gemm_bench.sh's output, gemm.txt's too
   ;;
 profile)
   # Nsight Compute on chosen launches: NCU_SPECS holds ncu_kernels.sh's specs, one per line
   mapfile -t specs <<<"${NCU_SPECS:?NCU_SPECS: name|kernel-regex|skip|qcore args, one per line}"
-  OUT="$W" bash "$HERE/ncu_kernels.sh" "$BIN" "${specs[@]}" | tee "$W/summary.txt"
+  # (their one-line results in ncu-summary.txt: summary.txt is written last, with the steps' statuses)
+  OUT="$W" bash "$HERE/ncu_kernels.sh" "$BIN" "${specs[@]}" | tee "$W/ncu-summary.txt"
   ;;
 decode)
   # batch-1 decode of Llama-3-8B per format, each optionally with environment settings after '@' (A/B runs of a
