@@ -151,13 +151,12 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "__device__ __forceinline__ void w4f_compute(const W4fStage<R, NB> &s, float (*acc)[NB][4], int c,\n"            \
     "                                            const u16 *const *xr) {\n"                                      \
     "    constexpr int GPC = 4 / GW;\n"                                                                           \
-    "    constexpr bool XJ = false;\n"                                                                      \
-    "    uint4 xv[XJ ? 1 : NB][4];\n"                                                                             \
+    "    uint4 xv[NB][4];\n"                                                                             \
     "#pragma unroll\n"                                                                                            \
     "    for (int nb = 0; nb < NB; nb++)\n"                                                                       \
     "#pragma unroll\n"                                                                                            \
     "        for (int j = 0; j < 4; j++)\n"                                                                      \
-    "            if constexpr (!XJ) xv[nb][j] = w4f_ldx<GW>(xr[nb], c, j);\n"                                      \
+    "            xv[nb][j] = w4f_ldx<GW>(xr[nb], c, j);\n"                                      \
     "#pragma unroll\n"                                                                                            \
     "    for (int gq = 0; gq < GPC; gq++) {\n"                                                                    \
     "        float part[R][NB][4];\n"                                                                             \
@@ -173,7 +172,7 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "            u32 b[NB][4]; /* B registers: (e0,e4), (e1,e5) for h = 0; (e2,e6), (e3,e7) for h = 1 */\n"      \
     "#pragma unroll\n"                                                                                            \
     "            for (int nb = 0; nb < NB; nb++) {\n"                                                             \
-    "                const uint4 v = XJ ? w4f_ldx<GW>(xr[nb], c, j) : xv[nb][j];\n"                               \
+    "                const uint4 v = xv[nb][j];\n"                               \
     "                b[nb][0] = __byte_perm(v.x, v.z, 0x5410);\n"                                                 \
     "                b[nb][1] = __byte_perm(v.x, v.z, 0x7632);\n"                                                 \
     "                b[nb][2] = __byte_perm(v.y, v.w, 0x5410);\n"                                                 \
