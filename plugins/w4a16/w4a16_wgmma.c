@@ -1,4 +1,5 @@
 /* w4a16_wgmma.c - the Hopper (sm_90a) w4a16 prefill GEMM: TMA x tiles, int4 dequantized into wgmma A registers. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -136,10 +137,24 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "/* bf16x2 -(128 + z) in both halves */\n"                                                                     \
     "__device__ __forceinline__ u32 w4w_negz(u32 z) { return (0xC300u | z) * 0x10001u; }\n"                         \
     "/* byte t of w gives the bf16x2 pair (q(2t) - z, q(2t+1) - z): its low nibble lands at bits 0-3, its high\n"  \
-    "   nibble (byte t of w >> 4) at bits 16-19, 0x4300 makes each 128 + q, one bf16x2 fma subtracts 128 + z */\n" \
+    "   nibble at bits 16-19, 0x4300 makes each 128 + q, one bf16x2 fma subtracts 128 + z.  W4W_DEQ 1 (default):\n" \
+    "   byte_perm isolates byte t (sel = 0x4440 | t) and b * 0x1001 puts its high nibble 16 bits above its low one\n" \
+    "   (an IMAD, on the FMA pipe: the integer ALU is what the consumers run short of); 0: byte_perm of w and\n"   \
+    "   w >> 4 (sel = t | (t + 4) << 8), the shift on the ALU.  Either way one lop3 (a & b) | c, not an and and\n" \
+    "   an or as ptxas makes of the C expression with two immediates. */\n"                                        \
+    "#ifndef W4W_DEQ\n"                                                                                           \
+    "#define W4W_DEQ 1\n"                                                                                         \
+    "#endif\n"                                                                                                    \
+    "__device__ __forceinline__ u32 w4w_sel(int t) { return W4W_DEQ ? 0x4440u | (u32)t : (u32)t | ((u32)(t + 4) << 8); }\n" \
     "__device__ __forceinline__ u32 w4w_deq(u32 w, u32 sel, u32 negz) {\n"                                         \
-    "    const u32 v = (__byte_perm(w, w >> 4, sel) & 0x000F000Fu) | 0x43004300u;\n"                               \
-    "    u32 d;\n"                                                                                                 \
+    "    u32 v, d;\n"                                                                                              \
+    "    if (W4W_DEQ) {\n"                                                                                         \
+    "        const u32 b = __byte_perm(w, 0u, sel);\n"                                                             \
+    "        asm(\"mad.lo.u32 %0, %1, 4097, 0;\" : \"=r\"(v) : \"r\"(b));\n"                                         \
+    "    } else {\n"                                                                                               \
+    "        v = __byte_perm(w, w >> 4, sel);\n"                                                                   \
+    "    }\n"                                                                                                      \
+    "    asm(\"lop3.b32 %0, %1, %2, %3, 0xEA;\" : \"=r\"(v) : \"r\"(v), \"r\"(0x000F000Fu), \"r\"(0x43004300u));\n" \
     "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(v), \"r\"(W4_ONES), \"r\"(negz));\n"             \
     "    return d;\n"                                                                                              \
     "}\n"
@@ -267,7 +282,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "        const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;\n" \
     "        const int rl = (KS == 1 ? 64 * c : 0) + 16 * warp + g; /* tile row of A row g; A row g + 8 is rl + 8 */\n" \
     "        const int swz = (rl >> 2) & 1;                        /* the same for rl + 8 */\n" \
-    "        const u32 sel = (u32)t | ((u32)(t + 4) << 8);\n" \
+    "        const u32 sel = w4w_sel(t);\n" \
     "        float acc[BM / 2], part[BM / 2];\n" \
     "        int s = 0;\n" \
     "        u32 ph = 0;\n" \
@@ -289,6 +304,9 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                if (KS == 1 || (kt & 1) == c) {\n" \
     "                    w4w_wait(full + 8 * s, ph);\n" \
     "                    const u32 sx = base + s * STAGE;\n" \
+    "                    /* the stage's descriptor; k16 step j starts 32 bytes on, + 2 in its address field (sx is\n" \
+    "                       1 KiB-aligned: no carry), so no mask and shift per step */\n" \
+    "                    const u64 dx = w4w_desc(sx);\n" \
     "                    const unsigned char *ws = al + s * STAGE + XB, *ms = ws + WB, *zs = ms + MB;\n" \
     "                    float s0[GPS], s1[GPS];\n" \
     "                    u32 z0[GPS], z1[GPS];\n" \
@@ -324,7 +342,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                        a[j][2] = w4w_deq(r0.y, sel, z0[gq]);\n" \
     "                        a[j][3] = w4w_deq(r1.y, sel, z1[gq]);\n" \
     "                        w4w_fence();\n" \
-    "                        w4w_wgmma<BM>(part, a[j], w4w_desc(sx + 32 * j), GS == 2 ? (j & 1) : (j > 0 || !first));\n" \
+    "                        w4w_wgmma<BM>(part, a[j], dx + 2 * j, GS == 2 ? (j & 1) : (j > 0 || !first));\n" \
     "                        if (GS == 2 && (j & 1)) { /* two groups per block: promote after each pair of steps */\n" \
     "                            w4w_commit();\n" \
     "                            w4w_wg_wait<0>();\n" \
@@ -525,7 +543,36 @@ static const qc_tensor_map_spec w4w_maps[] = {
     {"x.bf16", QC_DT_BF16, "m", "k", 64, 64, 128},
 };
 
+/* QC_W4_WGMMA_OPTS="-DW4W_DEQ=0" (commas or spaces): extra NVRTC options for both kernels, for A/B runs on the
+ * device without a rebuild; at most 8 options of up to 63 characters, each starting with -D (anything else is
+ * ignored with a warning).  Read once per registration; the arrays live as long as the plugin. */
+#define W4W_XOPTS 8
+static char w4w_xbuf[W4W_XOPTS][64];
+static const char *w4w_xopts[W4W_XOPTS + 1];
+static const char *const *w4w_extra_opts(void) {
+    const char *e = getenv("QC_W4_WGMMA_OPTS");
+    int n = 0;
+    for (const char *p = e ? e : ""; *p && n < W4W_XOPTS;) {
+        while (*p == ' ' || *p == ',') p++;
+        size_t len = strcspn(p, " ,");
+        if (len == 0) break;
+        if (len < sizeof w4w_xbuf[0] && strncmp(p, "-D", 2) == 0) {
+            memcpy(w4w_xbuf[n], p, len);
+            w4w_xbuf[n][len] = 0;
+            w4w_xopts[n] = w4w_xbuf[n];
+            n++;
+        } else {
+            fprintf(stderr, "w4a16: QC_W4_WGMMA_OPTS: ignoring '%.*s' (want -DNAME=VALUE, under 64 characters)\n",
+                    (int)len, p);
+        }
+        p += len;
+    }
+    w4w_xopts[n] = NULL;
+    return n ? w4w_xopts : NULL;
+}
+
 qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host) {
+    const char *const *xopts = w4w_extra_opts();
     static const struct {
         const char *id, *entry, *source;
         const qc_kernel_param *params;
@@ -552,6 +599,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host) {
             .reference = rows[i].reference,
             .cuda_source = rows[i].source,
             .cuda_entry = rows[i].entry,
+            .nvrtc_options = xopts,
             .launch_dims = w4w_dims,
             .eligible = rows[i].eligible,
             .n_tensor_maps = sizeof w4w_maps / sizeof w4w_maps[0],

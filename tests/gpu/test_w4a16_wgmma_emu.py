@@ -23,8 +23,8 @@ def bf16x2_sub(v, negz):  # exact: (128+q) - (128+z)
     lo = bf16_bits_to_f(v & 0xffff) + bf16_bits_to_f(negz & 0xffff)
     hi = bf16_bits_to_f(v >> 16) + bf16_bits_to_f(negz >> 16)
     return lo, hi
-def deq(w, sel, negz):
-    v = (byte_perm(w, w >> 4, sel) & 0x000F000F) | 0x43004300
+def deq(w, sel, negz):  # W4W_DEQ 1 (the default): byte t alone, then b * 0x1001 (high nibble 16 bits up)
+    v = ((byte_perm(w, 0, sel) * 0x1001) & 0x000F000F) | 0x43004300
     return bf16x2_sub(v, negz)
 def negz_of(z): return ((0xC300 | z) * 0x10001) & 0xffffffff
 
@@ -100,7 +100,7 @@ def run(m, n, k, g, asym, cfg_force=None):
                             g_, t = lane >> 2, lane & 3
                             rl = (64*c if KS == 1 else 0) + 16*warp + g_
                             swz = (rl >> 2) & 1
-                            sel = t | ((t + 4) << 8)
+                            sel = 0x4440 | t
                             rc0, rc1 = min(n0 + rl, n-1), min(n0 + rl + 8, n - 1)
                             s0, s1, z0, z1 = [], [], [], []
                             for gq in range(GPS):
