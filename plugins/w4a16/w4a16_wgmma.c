@@ -142,6 +142,9 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "   (an IMAD, on the FMA pipe: the integer ALU is what the consumers run short of); 0: byte_perm of w and\n"   \
     "   w >> 4 (sel = t | (t + 4) << 8), the shift on the ALU.  Either way one lop3 (a & b) | c, not an and and\n" \
     "   an or as ptxas makes of the C expression with two immediates. */\n"                                        \
+    "#ifndef W4W_PF\n"                                                                                            \
+    "#define W4W_PF 1\n"                                                                                          \
+    "#endif\n"                                                                                                    \
     "#ifndef W4W_DEQ\n"                                                                                           \
     "#define W4W_DEQ 1\n"                                                                                         \
     "#endif\n"                                                                                                    \
@@ -293,6 +296,96 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "            const ll rc0 = n0 + rl < n ? n0 + rl : n - 1, rc1 = n0 + rl + 8 < n ? n0 + rl + 8 : n - 1;\n" \
     "#pragma unroll\n" \
     "            for (int i = 0; i < BM / 2; i++) acc[i] = 0.f;\n" \
+    "            /* W4W_PF (default 1), g128 without the K split: a group is blocks 2i and 2i + 1.  Each block's four A fragments\n" \
+    "               come from two 16-byte loads a row (two k16 steps each), and the next group's first block is waited for,\n" \
+    "               loaded and dequantized before this group's wgmmas are waited for, so that after the promotion its wgmmas\n" \
+    "               issue at once instead of after the load-and-dequantize chain (the consumers' gap at every group end). */\n" \
+    "            if constexpr (W4W_PF && GS == 8 && KS == 1) {\n" \
+    "                /* scale and zero of this lane's rows for block kt's group, from stage st's words */\n" \
+    "                auto scales = [&](int st, int kt, float &f0, float &f1, u32 &q0, u32 &q1) {\n" \
+    "                    const unsigned char *ms = al + st * STAGE + XB + WB, *zs = ms + MB;\n" \
+    "                    const ll gi = (ll)kt / 2, e0 = rc0 * ng + gi, e1 = rc1 * ng + gi;\n" \
+    "                    const u32 a = *(const u32 *)(ms + rl * 4), b = *(const u32 *)(ms + (rl + 8) * 4);\n" \
+    "                    f0 = w4w_h2f((e0 & 1) ? a >> 16 : a);\n" \
+    "                    f1 = w4w_h2f((e1 & 1) ? b >> 16 : b);\n" \
+    "                    if (S == W4_ASYM) {\n" \
+    "                        const u32 za = *(const u32 *)(zs + rl * 4), zb = *(const u32 *)(zs + (rl + 8) * 4);\n" \
+    "                        q0 = w4w_negz((za >> (8 * (int)(e0 & 3))) & 15u);\n" \
+    "                        q1 = w4w_negz((zb >> (8 * (int)(e1 & 3))) & 15u);\n" \
+    "                    } else {\n" \
+    "                        q0 = q1 = W4_NEG136;\n" \
+    "                    }\n" \
+    "                };\n" \
+    "                /* the four A fragments of stage st's block */\n" \
+    "                auto build = [&](int st, u32 q0, u32 q1, u32 (*a)[4]) {\n" \
+    "                    const unsigned char *ws = al + st * STAGE + XB;\n" \
+    "#pragma unroll\n" \
+    "                    for (int h = 0; h < 2; h++) {\n" \
+    "                        const uint4 r0 = *(const uint4 *)(ws + rl * 32 + 16 * (h ^ swz));\n" \
+    "                        const uint4 r1 = *(const uint4 *)(ws + (rl + 8) * 32 + 16 * (h ^ swz));\n" \
+    "                        a[2 * h][0] = w4w_deq(r0.x, sel, q0);\n" \
+    "                        a[2 * h][1] = w4w_deq(r1.x, sel, q1);\n" \
+    "                        a[2 * h][2] = w4w_deq(r0.y, sel, q0);\n" \
+    "                        a[2 * h][3] = w4w_deq(r1.y, sel, q1);\n" \
+    "                        a[2 * h + 1][0] = w4w_deq(r0.z, sel, q0);\n" \
+    "                        a[2 * h + 1][1] = w4w_deq(r1.z, sel, q1);\n" \
+    "                        a[2 * h + 1][2] = w4w_deq(r0.w, sel, q0);\n" \
+    "                        a[2 * h + 1][3] = w4w_deq(r1.w, sel, q1);\n" \
+    "                    }\n" \
+    "                };\n" \
+    "                u32 an[4][4], ab[4][4];\n" \
+    "                float g0, g1;\n" \
+    "                u32 z0, z1;\n" \
+    "                w4w_wait(full + 8 * s, ph);\n" \
+    "                scales(s, 0, g0, g1, z0, z1);\n" \
+    "                build(s, z0, z1, an);\n" \
+    "                for (int kt = 0; kt < kt_n; kt += 2) {\n" \
+    "                    const int sa = s;\n" \
+    "                    if (++s == ST) { s = 0; ph ^= 1u; }\n" \
+    "                    const u64 da = w4w_desc(base + sa * STAGE);\n" \
+    "#pragma unroll\n" \
+    "                    for (int j = 0; j < 4; j++) {\n" \
+    "                        w4w_fence();\n" \
+    "                        w4w_wgmma<BM>(part, an[j], da + 2 * j, j > 0);\n" \
+    "                    }\n" \
+    "                    const int sb = s;\n" \
+    "                    const u32 pb = ph;\n" \
+    "                    if (++s == ST) { s = 0; ph ^= 1u; }\n" \
+    "                    w4w_wait(full + 8 * sb, pb);\n" \
+    "                    build(sb, z0, z1, ab);\n" \
+    "                    const u64 db = w4w_desc(base + sb * STAGE);\n" \
+    "#pragma unroll\n" \
+    "                    for (int j = 0; j < 4; j++) {\n" \
+    "                        w4w_fence();\n" \
+    "                        w4w_wgmma<BM>(part, ab[j], db + 2 * j, 1);\n" \
+    "                    }\n" \
+    "                    w4w_commit();\n" \
+    "                    /* the next group's first block while these run (its registers are not the in-flight ones) */\n" \
+    "                    u32 nx[4][4];\n" \
+    "                    float h0 = 0.f, h1 = 0.f;\n" \
+    "                    u32 y0 = W4_NEG136, y1 = W4_NEG136;\n" \
+    "                    const bool more = kt + 2 < kt_n;\n" \
+    "                    if (more) {\n" \
+    "                        w4w_wait(full + 8 * s, ph);\n" \
+    "                        scales(s, kt + 2, h0, h1, y0, y1);\n" \
+    "                        build(s, y0, y1, nx);\n" \
+    "                    }\n" \
+    "                    w4w_wg_wait<0>();\n" \
+    "                    if (lane == 0) {\n" \
+    "                        w4w_arrive(empty + 8 * sa);\n" \
+    "                        w4w_arrive(empty + 8 * sb);\n" \
+    "                    }\n" \
+    "#pragma unroll\n" \
+    "                    for (int i = 0; i < BM / 2; i++) acc[i] = fmaf((i & 2) ? g1 : g0, part[i], acc[i]);\n" \
+    "                    if (more) {\n" \
+    "#pragma unroll\n" \
+    "                        for (int j = 0; j < 4; j++)\n" \
+    "#pragma unroll\n" \
+    "                            for (int e = 0; e < 4; e++) an[j][e] = nx[j][e];\n" \
+    "                        g0 = h0, g1 = h1, z0 = y0, z1 = y1;\n" \
+    "                    }\n" \
+    "                }\n" \
+    "            } else {\n" \
     "            /* g128 without the K split: a group's two blocks in one unrolled pass, so that the first block's\n" \
     "               wgmmas (and their A registers) stay in flight while the second block is built */\n" \
     "            constexpr int KPI = GS == 8 && KS == 1 ? 2 : 1;\n" \
@@ -367,6 +460,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                }\n" \
     "                if (++s == ST) { s = 0; ph ^= 1u; }\n" \
     "            }\n" \
+    "            } /* W4W_PF */\n" \
     "            /* accumulator i: W row rl (+8 for i & 2), x row 8 (i / 4) + 2 t + (i & 1) */\n" \
     "            if (KS == 2) { /* the consumers' halves of K meet in shared memory */\n" \
     "                float *red = (float *)(al + ST * STAGE);\n" \
