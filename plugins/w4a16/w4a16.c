@@ -226,7 +226,6 @@ int w4_perm_ok(const int32_t *perm, int64_t k) {
 
 void w4_dequant_row_strided(const w4_view *v, int64_t j, int64_t t0, int64_t len, float *dst, int64_t stride) {
     uint32_t base = W4A16_SCHEME_BASE(v->scheme);
-    const uint8_t *row = v->q + j * (v->k / 2);
     int64_t t = t0, end = t0 + len;
     while (t < end) { /* one group at a time: its 16 possible values first */
         int64_t gi = t / v->g, gend = (gi + 1) * (int64_t)v->g, at = j * v->ng + gi;
@@ -234,19 +233,16 @@ void w4_dequant_row_strided(const w4_view *v, int64_t j, int64_t t0, int64_t len
         float s = qc_f16_to_f32(v->s[at]), m = v->mn ? qc_f16_to_f32(v->mn[at]) : 0.0f, lut[16];
         unsigned z = v->z ? v->z[at] : 8u;
         for (unsigned q = 0; q < 16; q++) lut[q] = w4_dequant_one(base, q, s, z, m);
-        if ((t & 1) && t < gend) { /* a high nibble first */
-            dst[(t - t0) * stride] = lut[row[t >> 1] >> 4];
-            t++;
+        for (; (t & 7) && t < gend; t++) dst[(t - t0) * stride] = lut[w4_code(v->q, v->k, j, t)];
+        for (; t + 8 <= gend; t += 8) { /* whole words: element 8w + 2p at nibble p, 8w + 2p + 1 at p + 4 */
+            const uint8_t *b = v->q + j * (v->k / 2) + t / 2;
+            const uint32_t w = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+            for (int p = 0; p < 4; p++) {
+                dst[(t + 2 * p - t0) * stride] = lut[(w >> (4 * p)) & 15u];
+                dst[(t + 2 * p + 1 - t0) * stride] = lut[(w >> (16 + 4 * p)) & 15u];
+            }
         }
-        for (; t + 1 < gend; t += 2) { /* whole bytes: element 2i low, 2i+1 high */
-            uint8_t b = row[t >> 1];
-            dst[(t - t0) * stride] = lut[b & 15u];
-            dst[(t + 1 - t0) * stride] = lut[b >> 4];
-        }
-        if (t < gend) {
-            dst[(t - t0) * stride] = lut[row[t >> 1] & 15u];
-            t++;
-        }
+        for (; t < gend; t++) dst[(t - t0) * stride] = lut[w4_code(v->q, v->k, j, t)];
     }
 }
 

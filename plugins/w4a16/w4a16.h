@@ -4,7 +4,10 @@
 
 /* Layout of every buffer below; recorded in qc_packed_weight.pack_version.
  * docs/formats/w4a16.md is the full definition. */
-#define W4A16_PACK_VERSION 1u
+/* 2: codes interleaved within each 32-bit word (even elements in the low half, odd in the high half); 1 had
+ * them in element order.  2 lets every GPU kernel take the bf16x2 pair (q(2i), q(2i+1)) with one shift and one
+ * lop3, and the x pair beside it with no byte_perm. */
+#define W4A16_PACK_VERSION 2u
 
 /* qc_packed_weight.scheme (and qc_problem.scheme; 0 there means SYM).
  * q is the 4-bit code 0..15, s and d the f16 scale of its group, z the

@@ -8,7 +8,7 @@ qc_status w4_register_gpu_kernels(const qc_host_api *api, qc_host *host);
 
 /*
  * Both kernels compute y[m,n] = x[m,k] . W[n,k]^T with x bf16 ("x.bf16"),
- * W in pack_version 1 (row-major nibbles, per-row group scales) and f32
+ * W in pack_version 2 (row-major words of 8 codes, per-row group scales) and f32
  * accumulation on the tensor cores (mma.sync m16n8k16 bf16), never writing
  * a dequantized W anywhere.
  *
@@ -25,13 +25,14 @@ qc_status w4_register_gpu_kernels(const qc_host_api *api, qc_host *host);
  * of W (the mma's B column g = lane >> 2).  For a group of g = 32 GW codes,
  * lane t loads GW consecutive 32-bit words of its row at codes
  * 8 GW t + 8 j (j < GW), so one load instruction of the quad covers exactly
- * one group.  A word holds codes e = 0..7 at bits 4e; lop3 builds the bf16
- * pairs (128 + q_e, 128 + q_e+4) for e = 0..3 (no shifts of the pair), one
+ * one group.  A word holds code 2p at bits 4p and code 2p + 1 at bits
+ * 16 + 4p (pack_version 2's interleave); lop3 builds the bf16 pairs
+ * (128 + q_2p, 128 + q_2p+1) for p = 0..3 (no shifts of the pair), one
  * bf16x2 fma subtracts 128 + z exactly.  The 16 k slots of an mma need not
  * be in K order, only the same for A and B: slot pairs (2t, 2t+1) and
- * (2t+8, 2t+9) take codes (0,4), (1,5) in the first mma of a word and
- * (2,6), (3,7) in the second, and x's 8 matching bf16 (one 16-byte load)
- * are put in the same order with 4 byte permutes.
+ * (2t+8, 2t+9) take codes (0,1), (2,3) in the first mma of a word and
+ * (4,5), (6,7) in the second, which are x's 8 matching bf16 (one 16-byte
+ * load) as they lie: no byte permutes (pack_version 1 needed four).
  */
 
 /* ---- device code shared by both kernels ---- */
@@ -65,19 +66,20 @@ qc_status w4_register_gpu_kernels(const qc_host_api *api, qc_host *host);
     "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(v), \"r\"(W4_ONES), \"r\"(negz));\n"             \
     "    return d;\n"                                                                                              \
     "}\n"                                                                                                          \
-    "/* one word of 8 codes -> B pairs (q-z) for codes (0,4), (1,5), (2,6), (3,7) */\n"                             \
+    "/* one word of 8 codes -> B pairs (q-z) for elements (0,1), (2,3), (4,5), (6,7): pack_version 2 keeps element\n" \
+    "   2p at nibble p and 2p + 1 at nibble p + 4 */\n"                                                               \
     "__device__ __forceinline__ void w4_deq(u32 w, u32 negz, u32 *b) {\n"                                          \
     "    b[0] = w4_sub((w & 0x000F000Fu) | 0x43004300u, negz);\n"                                                  \
     "    b[1] = w4_sub(((w >> 4) & 0x000F000Fu) | 0x43004300u, negz);\n"                                           \
     "    b[2] = w4_sub(((w >> 8) & 0x000F000Fu) | 0x43004300u, negz);\n"                                           \
     "    b[3] = w4_sub(((w >> 12) & 0x000F000Fu) | 0x43004300u, negz);\n"                                          \
     "}\n"                                                                                                          \
-    "/* 8 bf16 of x (e0..e7) -> A pairs in the same order: (e0,e4), (e1,e5), (e2,e6), (e3,e7) */\n"                 \
+    "/* 8 bf16 of x (e0..e7) -> A pairs in the same order: (e0,e1), (e2,e3), (e4,e5), (e6,e7), as loaded */\n"    \
     "__device__ __forceinline__ void w4_xperm(uint4 v, u32 *a) {\n"                                                \
-    "    a[0] = __byte_perm(v.x, v.z, 0x5410);\n"                                                                  \
-    "    a[1] = __byte_perm(v.x, v.z, 0x7632);\n"                                                                  \
-    "    a[2] = __byte_perm(v.y, v.w, 0x5410);\n"                                                                  \
-    "    a[3] = __byte_perm(v.y, v.w, 0x7632);\n"                                                                  \
+    "    a[0] = v.x;\n"                                                                                            \
+    "    a[1] = v.y;\n"                                                                                            \
+    "    a[2] = v.z;\n"                                                                                            \
+    "    a[3] = v.w;\n"                                                                                            \
     "}\n"                                                                                                          \
     "template <int GW> __device__ __forceinline__ void w4_ldq(const u8 *p, u32 *w) {\n"                            \
     "    if constexpr (GW == 4) {\n"                                                                               \

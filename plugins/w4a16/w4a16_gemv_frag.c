@@ -9,7 +9,8 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
 /*
  * w4a16.gemv_frag_sym: y[m,n] = x[m,k] . W[n,k]^T for 1 <= m <= 16, sym
  * scheme, groups 32/64/128, k % 128 == 0, x bf16 ("x.bf16"), W in
- * pack_version 1 (row-major nibbles, code 2i the low nibble of byte i), f32 y.
+ * pack_version 2 (row-major words of 8 codes, code 2p at bits 4p and 2p + 1
+ * at bits 16 + 4p of its word), f32 y.
  *
  * Computed transposed, y^T = W x^T, with mma.sync.m16n8k16 (bf16, f32
  * accumulation): A = 16 rows of W by 16 k, B = x^T (16 k by 8 x rows; two
@@ -21,16 +22,15 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
  * row g+8.  So a lane owns W rows g and g+8 of its 16-row tile (its scales
  * are its own: no shuffles) and the same k slots in A and B.
  *
- * The packed layout needs no repack: the 16 k slots of one mma need not be
- * 16 consecutive codes, only the same codes in A and B.  A 32-bit word of
- * row-major codes holds codes e = 0..7 at bits 4e; (w >> 4s) & 0x000f000f
- * | 0x43004300 is the bf16x2 pair (128 + q_s, 128 + q_s+4), one bf16x2 fma
- * by (1, -136) makes it (q - 8) exactly.  With a word A of row g and B of
- * row g+8 (same codes), two mmas: h = 0 takes pairs s = 0 (slots 2t,2t+1)
- * and s = 1 (slots 2t+8,2t+9), h = 1 takes s = 2 and s = 3.  x's B
- * registers are the same codes: 8 bf16 of x (one 16-byte load) permuted
- * with 4 byte_perms into (e0,e4), (e1,e5), (e2,e6), (e3,e7).  Per word (8
- * weights): 3 shifts, 4 lop3, 4 bf16x2 fma = 11 instructions, 2 mmas.
+ * The 16 k slots of one mma need not be 16 consecutive codes, only the same
+ * codes in A and B.  (w >> 4s) & 0x000f000f | 0x43004300 is the bf16x2 pair
+ * (128 + q_2s, 128 + q_2s+1), one bf16x2 fma by (1, -136) makes it (q - 8)
+ * exactly.  With a word A of row g and B of row g+8 (same codes), two mmas:
+ * h = 0 takes pairs s = 0 (slots 2t,2t+1) and s = 1 (slots 2t+8,2t+9), h = 1
+ * takes s = 2 and s = 3.  x's B registers are the same codes: 8 bf16 of x
+ * (one 16-byte load) are the pairs (e0,e1), (e2,e3), (e4,e5), (e6,e7) as
+ * loaded.  Per word (8 weights): 3 shifts, 4 lop3, 4 bf16x2 fma = 11
+ * instructions, 2 mmas (pack_version 1 needed 4 byte_perms of x as well).
  *
  * K goes in chunks of 128 codes (64 bytes a row).  Each mma must lie in one
  * group (the scale is applied per group), so within a chunk lane t's word
@@ -85,7 +85,7 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "                 : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3])\n"                                  \
     "                 : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n"                      \
     "}\n"                                                                                                         \
-    "/* pair s of a word, shifted down already: (128 + q_s, 128 + q_s+4) - 136, exact */\n"                      \
+    "/* pair s of a word, shifted down already: (128 + q_2s, 128 + q_2s+1) - 136, exact */\n"                   \
     "__device__ __forceinline__ u32 w4f_pair(u32 w) {\n"                                                          \
     "    u32 v, d;\n"                                                                                             \
     "    /* one lop3 (a & b) | c: written as C, ptxas emits an and and an or */\n"                                  \
@@ -169,14 +169,14 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "#pragma unroll\n"                                                                                            \
     "        for (int jj = 0; jj < GW; jj++) {\n"                                                                 \
     "            const int j = gq * GW + jj;\n"                                                                   \
-    "            u32 b[NB][4]; /* B registers: (e0,e4), (e1,e5) for h = 0; (e2,e6), (e3,e7) for h = 1 */\n"      \
+    "            u32 b[NB][4]; /* B registers: (e0,e1), (e2,e3) for h = 0; (e4,e5), (e6,e7) for h = 1 */\n"      \
     "#pragma unroll\n"                                                                                            \
     "            for (int nb = 0; nb < NB; nb++) {\n"                                                             \
     "                const uint4 v = xv[nb][j];\n"                               \
-    "                b[nb][0] = __byte_perm(v.x, v.z, 0x5410);\n"                                                 \
-    "                b[nb][1] = __byte_perm(v.x, v.z, 0x7632);\n"                                                 \
-    "                b[nb][2] = __byte_perm(v.y, v.w, 0x5410);\n"                                                 \
-    "                b[nb][3] = __byte_perm(v.y, v.w, 0x7632);\n"                                                 \
+    "                b[nb][0] = v.x;\n"                                                                           \
+    "                b[nb][1] = v.y;\n"                                                                           \
+    "                b[nb][2] = v.z;\n"                                                                           \
+    "                b[nb][3] = v.w;\n"                                                                           \
     "            }\n"                                                                                             \
     "#pragma unroll\n"                                                                                            \
     "            for (int r = 0; r < R; r++) {\n"                                                                 \

@@ -57,14 +57,24 @@ uint8_t *w4_buf(qc_packed_weight *w, const char *name);
 /* 1 when perm[0..k) holds every value of 0..k-1 once. */
 int w4_perm_ok(const int32_t *perm, int64_t k);
 
-/* The code of stored element (j, t): element 2i of a row is the low nibble. */
+/* Where stored element (j, t) lives (pack_version 2): row j's elements 8w..8w+7 share the little-endian 32-bit
+ * word w of the row (bytes j*(k/2) + 4w ..), element 8w + i at nibble (i >> 1) + 4 (i & 1) of it: even elements
+ * in the low 16 bits, odd ones in the high 16, so nibbles p and p + 4 are the pair (2p, 2p + 1).  Nibble p of a
+ * word is the low nibble of its byte p / 2 when p is even. */
+static inline int64_t w4_code_byte(int64_t k, int64_t j, int64_t t, unsigned *hi) {
+    const unsigned i = (unsigned)(t & 7), p = (i >> 1) + 4u * (i & 1u);
+    *hi = p & 1u;
+    return j * (k / 2) + (t >> 3) * 4 + (p >> 1);
+}
 static inline unsigned w4_code(const uint8_t *q, int64_t k, int64_t j, int64_t t) {
-    uint8_t b = q[j * (k / 2) + t / 2];
-    return (t & 1) ? (unsigned)(b >> 4) : (unsigned)(b & 15u);
+    unsigned hi;
+    uint8_t b = q[w4_code_byte(k, j, t, &hi)];
+    return hi ? (unsigned)(b >> 4) : (unsigned)(b & 15u);
 }
 static inline void w4_set_code(uint8_t *q, int64_t k, int64_t j, int64_t t, unsigned c) {
-    uint8_t *b = &q[j * (k / 2) + t / 2];
-    *b = (t & 1) ? (uint8_t)((*b & 0x0fu) | (c << 4)) : (uint8_t)((*b & 0xf0u) | (c & 15u));
+    unsigned hi;
+    uint8_t *b = &q[w4_code_byte(k, j, t, &hi)];
+    *b = hi ? (uint8_t)((*b & 0x0fu) | (c << 4)) : (uint8_t)((*b & 0xf0u) | (c & 15u));
 }
 
 /* The definition of a weight's value.  Every product of an f16 and an

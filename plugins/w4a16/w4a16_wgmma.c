@@ -8,9 +8,10 @@
 qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
 
 /*
- * y[m,n] = x[m,k] . W[n,k]^T with x bf16 ("x.bf16"), W in pack_version 1
- * (row-major nibbles, per-row group scales), f32 out.  Computed transposed,
- * y^T = W x^T, so that the weight is wgmma's A operand, which may come from
+ * y[m,n] = x[m,k] . W[n,k]^T with x bf16 ("x.bf16"), W in pack_version 2
+ * (row-major words of 8 codes, code 2p at bits 4p and 2p + 1 at bits
+ * 16 + 4p; per-row group scales), f32 out.  Computed transposed, y^T =
+ * W x^T, so that the weight is wgmma's A operand, which may come from
  * registers: each consumer thread turns its rows' int4 codes straight into
  * the bf16 A fragment (codes (2t, 2t+1) and (2t+8, 2t+9) of rows g and g+8
  * of its warp's 16 rows, the layout of mma.sync's A), and x^T is the B
@@ -136,28 +137,15 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "}\n"                                                                                                          \
     "/* bf16x2 -(128 + z) in both halves */\n"                                                                     \
     "__device__ __forceinline__ u32 w4w_negz(u32 z) { return (0xC300u | z) * 0x10001u; }\n"                         \
-    "/* byte t of w gives the bf16x2 pair (q(2t) - z, q(2t+1) - z): its low nibble lands at bits 0-3, its high\n"  \
-    "   nibble at bits 16-19, 0x4300 makes each 128 + q, one bf16x2 fma subtracts 128 + z.  W4W_DEQ 1 (default):\n" \
-    "   byte_perm isolates byte t (sel = 0x4440 | t) and b * 0x1001 puts its high nibble 16 bits above its low one\n" \
-    "   (an IMAD, on the FMA pipe: the integer ALU is what the consumers run short of); 0: byte_perm of w and\n"   \
-    "   w >> 4 (sel = t | (t + 4) << 8), the shift on the ALU.  Either way one lop3 (a & b) | c, not an and and\n" \
-    "   an or as ptxas makes of the C expression with two immediates. */\n"                                        \
-    "#ifndef W4W_PF\n"                                                                                            \
+    "#ifndef W4W_PF /* 1: the next group's first block prepared ahead (g128 without the K split) */\n"            \
     "#define W4W_PF 1\n"                                                                                          \
     "#endif\n"                                                                                                    \
-    "#ifndef W4W_DEQ\n"                                                                                           \
-    "#define W4W_DEQ 1\n"                                                                                         \
-    "#endif\n"                                                                                                    \
-    "__device__ __forceinline__ u32 w4w_sel(int t) { return W4W_DEQ ? 0x4440u | (u32)t : (u32)t | ((u32)(t + 4) << 8); }\n" \
-    "__device__ __forceinline__ u32 w4w_deq(u32 w, u32 sel, u32 negz) {\n"                                         \
+    "/* nibbles t and t + 4 of w (pack_version 2: codes 2t and 2t + 1) give the bf16x2 pair (q(2t) - z, q(2t+1) - z):\n" \
+    "   w >> 4t puts them at bits 0-3 and 16-19, one lop3 (a & b) | c keeps them under 0x4300 (each 128 + q: not an\n" \
+    "   and and an or, as ptxas makes of the C expression with two immediates), one bf16x2 fma subtracts 128 + z */\n" \
+    "__device__ __forceinline__ u32 w4w_deq(u32 w, u32 sh, u32 negz) {\n"                                          \
     "    u32 v, d;\n"                                                                                              \
-    "    if (W4W_DEQ) {\n"                                                                                         \
-    "        const u32 b = __byte_perm(w, 0u, sel);\n"                                                             \
-    "        asm(\"mad.lo.u32 %0, %1, 4097, 0;\" : \"=r\"(v) : \"r\"(b));\n"                                         \
-    "    } else {\n"                                                                                               \
-    "        v = __byte_perm(w, w >> 4, sel);\n"                                                                   \
-    "    }\n"                                                                                                      \
-    "    asm(\"lop3.b32 %0, %1, %2, %3, 0xEA;\" : \"=r\"(v) : \"r\"(v), \"r\"(0x000F000Fu), \"r\"(0x43004300u));\n" \
+    "    asm(\"lop3.b32 %0, %1, %2, %3, 0xEA;\" : \"=r\"(v) : \"r\"(w >> sh), \"r\"(0x000F000Fu), \"r\"(0x43004300u));\n" \
     "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(v), \"r\"(W4_ONES), \"r\"(negz));\n"             \
     "    return d;\n"                                                                                              \
     "}\n"
@@ -285,7 +273,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "        const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;\n" \
     "        const int rl = (KS == 1 ? 64 * c : 0) + 16 * warp + g; /* tile row of A row g; A row g + 8 is rl + 8 */\n" \
     "        const int swz = (rl >> 2) & 1;                        /* the same for rl + 8 */\n" \
-    "        const u32 sel = w4w_sel(t);\n" \
+    "        const u32 sel = 4u * (u32)t; /* the shift that brings lane t's pair down (w4w_deq) */\n" \
     "        float acc[BM / 2], part[BM / 2];\n" \
     "        int s = 0;\n" \
     "        u32 ph = 0;\n" \
@@ -296,11 +284,13 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "            const ll rc0 = n0 + rl < n ? n0 + rl : n - 1, rc1 = n0 + rl + 8 < n ? n0 + rl + 8 : n - 1;\n" \
     "#pragma unroll\n" \
     "            for (int i = 0; i < BM / 2; i++) acc[i] = 0.f;\n" \
-    "            /* W4W_PF (default 1), g128 without the K split: a group is blocks 2i and 2i + 1.  Each block's four A fragments\n" \
-    "               come from two 16-byte loads a row (two k16 steps each), and the next group's first block is waited for,\n" \
-    "               loaded and dequantized before this group's wgmmas are waited for, so that after the promotion its wgmmas\n" \
-    "               issue at once instead of after the load-and-dequantize chain (the consumers' gap at every group end). */\n" \
-    "            if constexpr (W4W_PF && GS == 8 && KS == 1) {\n" \
+    "            /* W4W_PF (default 1), g128: without the K split a group is blocks 2i and 2i + 1; with it each consumer takes\n" \
+    "               every other block, each block its own promotion.  Each block's four A fragments\n" \
+    "               come from two 16-byte loads a row (two k16 steps each) and go to the tensor cores after one wgmma.fence; the\n" \
+    "               next group's first block is waited for, loaded and dequantized before this group's wgmmas are waited for, so\n" \
+    "               that after the promotion its wgmmas issue at once instead of after the load-and-dequantize chain (the\n" \
+    "               consumers' gap at every group end).  Two register sets take turns (the loop is unrolled by two groups). */\n" \
+    "            if constexpr (W4W_PF && GS == 8) {\n" \
     "                /* scale and zero of this lane's rows for block kt's group, from stage st's words */\n" \
     "                auto scales = [&](int st, int kt, float &f0, float &f1, u32 &q0, u32 &q1) {\n" \
     "                    const unsigned char *ms = al + st * STAGE + XB + WB, *zs = ms + MB;\n" \
@@ -333,42 +323,30 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                        a[2 * h + 1][3] = w4w_deq(r1.w, sel, q1);\n" \
     "                    }\n" \
     "                };\n" \
-    "                u32 an[4][4], ab[4][4];\n" \
-    "                float g0, g1;\n" \
-    "                u32 z0, z1;\n" \
-    "                w4w_wait(full + 8 * s, ph);\n" \
-    "                scales(s, 0, g0, g1, z0, z1);\n" \
-    "                build(s, z0, z1, an);\n" \
-    "                for (int kt = 0; kt < kt_n; kt += 2) {\n" \
+    "                auto issue = [&](int st, const u32 (*a)[4], bool first) {\n" \
+    "                    const u64 d = w4w_desc(base + st * STAGE);\n" \
+    "                    w4w_fence();\n" \
+    "#pragma unroll\n" \
+    "                    for (int j = 0; j < 4; j++) w4w_wgmma<BM>(part, a[j], d + 2 * j, !first || j > 0);\n" \
+    "                };\n" \
+    "                /* group kt / 2 from `cur` (built, with its scales f and zeros z); the next group's first block into `nxt` */\n" \
+    "                auto group = [&](int kt, u32 (*cur)[4], float f0, float f1, u32 y0, u32 y1, u32 (*nxt)[4], float &h0,\n" \
+    "                                 float &h1, u32 &q0, u32 &q1) {\n" \
     "                    const int sa = s;\n" \
     "                    if (++s == ST) { s = 0; ph ^= 1u; }\n" \
-    "                    const u64 da = w4w_desc(base + sa * STAGE);\n" \
-    "#pragma unroll\n" \
-    "                    for (int j = 0; j < 4; j++) {\n" \
-    "                        w4w_fence();\n" \
-    "                        w4w_wgmma<BM>(part, an[j], da + 2 * j, j > 0);\n" \
-    "                    }\n" \
+    "                    issue(sa, cur, true);\n" \
     "                    const int sb = s;\n" \
     "                    const u32 pb = ph;\n" \
     "                    if (++s == ST) { s = 0; ph ^= 1u; }\n" \
+    "                    u32 ab[4][4];\n" \
     "                    w4w_wait(full + 8 * sb, pb);\n" \
-    "                    build(sb, z0, z1, ab);\n" \
-    "                    const u64 db = w4w_desc(base + sb * STAGE);\n" \
-    "#pragma unroll\n" \
-    "                    for (int j = 0; j < 4; j++) {\n" \
-    "                        w4w_fence();\n" \
-    "                        w4w_wgmma<BM>(part, ab[j], db + 2 * j, 1);\n" \
-    "                    }\n" \
+    "                    build(sb, y0, y1, ab);\n" \
+    "                    issue(sb, ab, false);\n" \
     "                    w4w_commit();\n" \
-    "                    /* the next group's first block while these run (its registers are not the in-flight ones) */\n" \
-    "                    u32 nx[4][4];\n" \
-    "                    float h0 = 0.f, h1 = 0.f;\n" \
-    "                    u32 y0 = W4_NEG136, y1 = W4_NEG136;\n" \
-    "                    const bool more = kt + 2 < kt_n;\n" \
-    "                    if (more) {\n" \
+    "                    if (kt + 2 < kt_n) {\n" \
     "                        w4w_wait(full + 8 * s, ph);\n" \
-    "                        scales(s, kt + 2, h0, h1, y0, y1);\n" \
-    "                        build(s, y0, y1, nx);\n" \
+    "                        scales(s, kt + 2, h0, h1, q0, q1);\n" \
+    "                        build(s, q0, q1, nxt);\n" \
     "                    }\n" \
     "                    w4w_wg_wait<0>();\n" \
     "                    if (lane == 0) {\n" \
@@ -376,15 +354,54 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                        w4w_arrive(empty + 8 * sb);\n" \
     "                    }\n" \
     "#pragma unroll\n" \
-    "                    for (int i = 0; i < BM / 2; i++) acc[i] = fmaf((i & 2) ? g1 : g0, part[i], acc[i]);\n" \
-    "                    if (more) {\n" \
+    "                    for (int i = 0; i < BM / 2; i++) acc[i] = fmaf((i & 2) ? f1 : f0, part[i], acc[i]);\n" \
+    "                };\n" \
+    "                /* K split: this consumer's block kt (kt % 2 == c) from `cur`, its next one (kt + 2) into `nxt` */\n" \
+    "                auto half = [&](int kt, u32 (*cur)[4], float f0, float f1, u32 (*nxt)[4], float &h0, float &h1, u32 &q0,\n" \
+    "                                u32 &q1) {\n" \
+    "                    const int sa = s;\n" \
+    "                    for (int i = 0; i < 2; i++)\n" \
+    "                        if (++s == ST) { s = 0; ph ^= 1u; }\n" \
+    "                    issue(sa, cur, true);\n" \
+    "                    w4w_commit();\n" \
+    "                    if (kt + 2 < kt_n) {\n" \
+    "                        w4w_wait(full + 8 * s, ph);\n" \
+    "                        scales(s, kt + 2, h0, h1, q0, q1);\n" \
+    "                        build(s, q0, q1, nxt);\n" \
+    "                    }\n" \
+    "                    w4w_wg_wait<0>();\n" \
+    "                    if (lane == 0) w4w_arrive(empty + 8 * sa);\n" \
     "#pragma unroll\n" \
-    "                        for (int j = 0; j < 4; j++)\n" \
-    "#pragma unroll\n" \
-    "                            for (int e = 0; e < 4; e++) an[j][e] = nx[j][e];\n" \
-    "                        g0 = h0, g1 = h1, z0 = y0, z1 = y1;\n" \
+    "                    for (int i = 0; i < BM / 2; i++) acc[i] = fmaf((i & 2) ? f1 : f0, part[i], acc[i]);\n" \
+    "                };\n" \
+    "                u32 ra[4][4], rb[4][4];\n" \
+    "                float f0, f1, h0 = 0.f, h1 = 0.f;\n" \
+    "                u32 z0, z1, y0 = W4_NEG136, y1 = W4_NEG136;\n" \
+    "                const int s0 = s;\n" \
+    "                const u32 p0 = ph;\n" \
+    "                if (KS == 2 && c == 1) {\n" \
+    "                    if (++s == ST) { s = 0; ph ^= 1u; }\n" \
+    "                }\n" \
+    "                const int kt0 = KS == 2 ? c : 0;\n" \
+    "                if (kt0 < kt_n) {\n" \
+    "                    w4w_wait(full + 8 * s, ph);\n" \
+    "                    scales(s, kt0, f0, f1, z0, z1);\n" \
+    "                    build(s, z0, z1, ra);\n" \
+    "                }\n" \
+    "                for (int kt = kt0; kt < kt_n; kt += 4) {\n" \
+    "                    if constexpr (KS == 1) {\n" \
+    "                        group(kt, ra, f0, f1, z0, z1, rb, h0, h1, y0, y1);\n" \
+    "                        if (kt + 2 >= kt_n) break;\n" \
+    "                        group(kt + 2, rb, h0, h1, y0, y1, ra, f0, f1, z0, z1);\n" \
+    "                    } else {\n" \
+    "                        half(kt, ra, f0, f1, rb, h0, h1, y0, y1);\n" \
+    "                        if (kt + 2 >= kt_n) break;\n" \
+    "                        half(kt + 2, rb, h0, h1, ra, f0, f1, z0, z1);\n" \
     "                    }\n" \
     "                }\n" \
+    "                /* the ring position of the next tile's first block, whichever blocks this consumer took */\n" \
+    "                s = (int)((s0 + kt_n) % ST);\n" \
+    "                ph = p0 ^ (u32)(((s0 + kt_n) / ST) & 1);\n" \
     "            } else {\n" \
     "            /* g128 without the K split: a group's two blocks in one unrolled pass, so that the first block's\n" \
     "               wgmmas (and their A registers) stay in flight while the second block is built */\n" \
@@ -637,7 +654,7 @@ static const qc_tensor_map_spec w4w_maps[] = {
     {"x.bf16", QC_DT_BF16, "m", "k", 64, 64, 128},
 };
 
-/* QC_W4_WGMMA_OPTS="-DW4W_DEQ=0" (commas or spaces): extra NVRTC options for both kernels, for A/B runs on the
+/* QC_W4_WGMMA_OPTS="-DW4W_PF=0" (commas or spaces): extra NVRTC options for both kernels, for A/B runs on the
  * device without a rebuild; at most 8 options of up to 63 characters, each starting with -D (anything else is
  * ignored with a warning).  Read once per registration; the arrays live as long as the plugin. */
 #define W4W_XOPTS 8

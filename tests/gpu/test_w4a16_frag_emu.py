@@ -1,7 +1,7 @@
 # test_w4a16_frag_emu.py - plugins/w4a16/w4a16_gemv_frag.c's index and fragment math replayed on the CPU, no GPU needed.
 # A transcription (keep it in step with the kernel): the device's R rule from the grid, W4F_BOTH's both-tiles or
 # in-turn paths, each warp's chunk slice, each lane's code loads (byte offsets into the row-major packed rows, rows
-# clamped to n - 1), its scale words and their halves, its x loads (row m - 1 past m), the byte_perms into B registers,
+# clamped to n - 1), its scale words and their halves, its x loads (row m - 1 past m) as B registers,
 # the lop3 / bf16x2 fma pairs into A registers, the mma as a matrix product through the PTX ISA's m16n8k16 fragment
 # ownership (A: a0,a1 row g cols 2t,2t+1; a2,a3 row g+8; a4,a5 row g cols 2t+8,2t+9; a6,a7 row g+8; B: b0,b1 k rows
 # 2t,2t+1 of column g, b2,b3 k rows 2t+8,2t+9; D: c0,c1 row g cols 2t,2t+1, c2,c3 row g+8), the per-group promotion,
@@ -24,14 +24,6 @@ def bf16_bits_to_f(b):
 
 def f16_to_f(h):
     return float(np.frombuffer(struct.pack('<H', h & 0xffff), '<f2')[0])
-
-
-def byte_perm(x, y, s):
-    b = [(x >> (8 * i)) & 255 for i in range(4)] + [(y >> (8 * i)) & 255 for i in range(4)]
-    r = 0
-    for i in range(4):
-        r |= b[(s >> (4 * i)) & 7] << (8 * i)
-    return r
 
 
 def lop3_ea(a, b, c):  # (a & b) | c
@@ -170,8 +162,7 @@ def gemv(ctx, R, NB, n0, ks):
                         bl = []
                         for nb in range(NB):
                             v = st[lane][4][nb][j]
-                            regs = [byte_perm(v[0], v[2], 0x5410), byte_perm(v[0], v[2], 0x7632),
-                                    byte_perm(v[1], v[3], 0x5410), byte_perm(v[1], v[3], 0x7632)]
+                            regs = [v[0], v[1], v[2], v[3]]  # pack_version 2: the pairs as loaded
                             bl.append([(bf16_bits_to_f(rr & 0xffff), bf16_bits_to_f(rr >> 16)) for rr in regs])
                         Bl.append(bl)
                     for r in range(R):
@@ -232,7 +223,10 @@ def case(m, n, k, g, R_host, ks):
     qb = np.zeros(n * k // 2, np.uint8)
     for j in range(n):
         row = q[j]
-        qb[j * (k // 2):(j + 1) * (k // 2)] = (row[0::2] | (row[1::2] << 4)).astype(np.uint8)
+        r8 = row.reshape(-1, 8)  # pack_version 2: codes 2p at nibble p, 2p + 1 at nibble p + 4 of each word
+        qb[j * (k // 2):(j + 1) * (k // 2)] = np.stack([r8[:, 0] | (r8[:, 2] << 4), r8[:, 4] | (r8[:, 6] << 4),
+                                                       r8[:, 1] | (r8[:, 3] << 4), r8[:, 5] | (r8[:, 7] << 4)],
+                                                      axis=1).reshape(-1).astype(np.uint8)
     sc = [int(v) for v in sc16.view(np.uint16).reshape(-1)]
     W = (q - 8) * sc16.astype(np.float64).repeat(g, axis=1)
     ref = xval @ W.T

@@ -1,7 +1,7 @@
 # test_w4a16_wgmma_emu.py - plugins/w4a16/w4a16_wgmma.c's index math replayed on the CPU, no GPU needed.
 # A line-by-line transcription (keep it in step with the kernel): the producer's copies into a stage (W rows with
 # their halves swapped per 4-row group, the aligned scale/zero words), each consumer thread's A fragments built with
-# the same bit operations (byte_perm, lop3 mask, bf16x2 subtract), the accumulator layout, the per-group
+# the same bit operations (shift, lop3 mask, bf16x2 subtract), the accumulator layout, the per-group
 # promotion, the K split with its reduction, the epilogue's masked stores, stale shared memory where the kernel
 # leaves it stale.  wgmma itself is a matrix product here (A as cute's ALayout_64x16, B = x^T).  Compared with
 # a float64 reference, in which every sum here is exact.  Exit 77 (skip) without numpy.
@@ -14,17 +14,12 @@ except ImportError:
 rng = np.random.default_rng(1)
 def bf16_bits_to_f(b): return np.frombuffer(struct.pack('<I', (b & 0xffff) << 16), '<f4')[0]
 def f16_to_f(h): return float(np.frombuffer(struct.pack('<H', h & 0xffff), '<f2')[0])
-def byte_perm(x, y, s):
-    b = [(x >> (8*i)) & 255 for i in range(4)] + [(y >> (8*i)) & 255 for i in range(4)]
-    r = 0
-    for i in range(4): r |= b[(s >> (4*i)) & 7] << (8*i)
-    return r
 def bf16x2_sub(v, negz):  # exact: (128+q) - (128+z)
     lo = bf16_bits_to_f(v & 0xffff) + bf16_bits_to_f(negz & 0xffff)
     hi = bf16_bits_to_f(v >> 16) + bf16_bits_to_f(negz >> 16)
     return lo, hi
-def deq(w, sel, negz):  # W4W_DEQ 1 (the default): byte t alone, then b * 0x1001 (high nibble 16 bits up)
-    v = ((byte_perm(w, 0, sel) * 0x1001) & 0x000F000F) | 0x43004300
+def deq(w, sh, negz):  # codes 2t, 2t + 1 at nibbles t, t + 4: w >> 4t, then the lop3
+    v = ((w >> sh) & 0x000F000F) | 0x43004300
     return bf16x2_sub(v, negz)
 def negz_of(z): return ((0xC300 | z) * 0x10001) & 0xffffffff
 
@@ -39,7 +34,8 @@ def run(m, n, k, g, asym, cfg_force=None):
     for j in range(n):
         for t in range(k):
             c = q[j, t]
-            qb[j*(k//2) + t//2] |= (c if t % 2 == 0 else c << 4)
+            i = t % 8; p = (i >> 1) + 4 * (i & 1)  # pack_version 2: nibble p of the row's word t // 8
+            qb[j*(k//2) + (t//8)*4 + p//2] |= (c if p % 2 == 0 else c << 4)
     sc_u16 = sc.view(np.uint16).reshape(-1)
     zp_u8 = zp.astype(np.uint8).reshape(-1)
     W = (q - zp.repeat(g, axis=1)) * sc.astype(np.float64).repeat(g, axis=1)
@@ -100,7 +96,7 @@ def run(m, n, k, g, asym, cfg_force=None):
                             g_, t = lane >> 2, lane & 3
                             rl = (64*c if KS == 1 else 0) + 16*warp + g_
                             swz = (rl >> 2) & 1
-                            sel = 0x4440 | t
+                            sel = 4 * t
                             rc0, rc1 = min(n0 + rl, n-1), min(n0 + rl + 8, n - 1)
                             s0, s1, z0, z1 = [], [], [], []
                             for gq in range(GPS):

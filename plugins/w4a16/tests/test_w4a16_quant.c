@@ -62,7 +62,7 @@ static void check_one(const w4t *t, uint32_t si, uint32_t g, int64_t n, int64_t 
     if (st != QC_OK) return;
 
     /* header and buffers as docs/formats/w4a16.md says */
-    CHECK(pw.scheme == scheme && pw.group_size == g && pw.pack_version == 1 && pw.n == n && pw.k == k &&
+    CHECK(pw.scheme == scheme && pw.group_size == g && pw.pack_version == W4A16_PACK_VERSION && pw.n == n && pw.k == k &&
               pw.n_padded == n && pw.k_padded == k && strcmp(pw.format, "w4a16") == 0,
           "header of %s g%u", scheme_names[si], g);
     double extra = scheme == W4A16_SCHEME_ASYM ? 8 : scheme == W4A16_SCHEME_FMIN ? 16 : 0;

@@ -52,11 +52,13 @@ static inline const qc_buffer *w4t_buf(const qc_packed_weight *w, const char *na
     return NULL;
 }
 
-/* Code of stored element (j, t) in the documented layout. */
+/* Code of stored element (j, t) in the documented layout (pack_version 2): elements 8w..8w+7 of row j share the
+ * little-endian 32-bit word w of the row, element 8w + 2p at bits 4p, element 8w + 2p + 1 at bits 16 + 4p. */
 static inline unsigned w4t_code(const qc_packed_weight *w, int64_t j, int64_t t) {
-    const uint8_t *q = w4t_buf(w, "qweight")->data;
-    uint8_t b = q[j * (w->k / 2) + t / 2];
-    return (t & 1) ? b >> 4 : b & 15u;
+    const uint8_t *q = (const uint8_t *)w4t_buf(w, "qweight")->data + j * (w->k / 2) + (t / 8) * 4;
+    const uint32_t word = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
+    const int p = (int)(t % 8) / 2;
+    return (word >> ((t & 1) ? 16 + 4 * p : 4 * p)) & 15u;
 }
 
 /* Select the reference kernel for `w` the way the runtime does, bind the
