@@ -137,6 +137,9 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "}\n"                                                                                                          \
     "/* bf16x2 -(128 + z) in both halves */\n"                                                                     \
     "__device__ __forceinline__ u32 w4w_negz(u32 z) { return (0xC300u | z) * 0x10001u; }\n"                         \
+    "#ifndef W4W_OFFSET /* 1: consumer 1 starts a block after consumer 0 (g128 without the K split) */\n"       \
+    "#define W4W_OFFSET 0\n"                                                                                      \
+    "#endif\n"                                                                                                    \
     "#ifndef W4W_PF /* 1: the next group's first block prepared ahead (g128 without the K split) */\n"            \
     "#define W4W_PF 1\n"                                                                                          \
     "#endif\n"                                                                                                    \
@@ -275,6 +278,12 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "        const int swz = (rl >> 2) & 1;                        /* the same for rl + 8 */\n" \
     "        const u32 sel = 4u * (u32)t; /* the shift that brings lane t's pair down (w4w_deq) */\n" \
     "        float acc[BM / 2], part[BM / 2];\n" \
+    "        bool offset_done = false; /* W4W_OFFSET: consumer 0 has let consumer 1 start */\n" \
+    "        if (W4W_OFFSET && KS == 1 && GS == 8 && W4W_PF && c == 1) {\n" \
+    "            /* consumer 1 waits until consumer 0 has issued its first block: their promotions (when each\n" \
+    "               one's tensor-core queue runs dry) then fall half a group apart instead of together */\n" \
+    "            if ((ll)blockIdx.x < tiles) asm volatile(\"bar.sync 3, 256;\\n\" ::: \"memory\");\n" \
+    "        }\n" \
     "        int s = 0;\n" \
     "        u32 ph = 0;\n" \
     "        for (ll tt = blockIdx.x; tt < tiles; tt += gridDim.x) {\n" \
@@ -335,6 +344,10 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                    const int sa = s;\n" \
     "                    if (++s == ST) { s = 0; ph ^= 1u; }\n" \
     "                    issue(sa, cur, true);\n" \
+    "                    if (W4W_OFFSET && c == 0 && !offset_done) { /* consumer 1 starts one block behind */\n" \
+    "                        offset_done = true;\n" \
+    "                        asm volatile(\"bar.arrive 3, 256;\\n\" ::: \"memory\");\n" \
+    "                    }\n" \
     "                    const int sb = s;\n" \
     "                    const u32 pb = ph;\n" \
     "                    if (++s == ST) { s = 0; ph ^= 1u; }\n" \
