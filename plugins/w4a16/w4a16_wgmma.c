@@ -41,7 +41,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
  * shared memory at the end (twice the blocks; for m <= 64 the weights are
  * what must stream, from as many SMs as possible).  The split is kept for
  * when it is needed: per k a tile reads 2 BM bytes of x (from L2) for
- * NT / 2 bytes of W, so narrower tiles read x more often.  8 stages at
+ * NT / 2 bytes of W, so narrower tiles read x more often.  10 stages at
  * BM 128, 12 or 16 at BM 64.  Each 64-k block: wait for the stage, build
  * the 4 A fragments one k16 step at a time (wgmma.fence, wgmma each), then
  * wgmma.wait 0, release the stage, promote at a group's end; the other
@@ -63,6 +63,10 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
 
 #define W4W_SMS 132
 #define W4W_THREADS 384
+/* stages of the 128-x-row tiles: 10 x 22 KiB (K split: 10 x 19 KiB + its 32 KiB meeting place) fit the 227 KiB */
+#define W4W_ST128 10
+#define W4W_STR_(x) #x
+#define W4W_STR(x) W4W_STR_(x)
 
 #define W4W_SRC_BODY                                                                                               \
     "typedef unsigned int u32;\n"                                                                                  \
@@ -75,6 +79,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "#define W4_ASYM 2\n"                                                                                          \
     "#define W4W_SMS 132\n"                                                                                        \
     "#define W4W_GROUP_M 8\n"                                                                                      \
+    "#define W4W_ST128 " W4W_STR(W4W_ST128) "\n"                                                                 \
     "#define W4_ONES 0x3F803F80u /* bf16x2 (1, 1) */\n"                                                            \
     "#define W4_NEG136 0xC308C308u /* bf16x2 (-136, -136): 128 + z for z = 8 */\n"                                 \
     "/* x rows per tile 128 (m > 64) or 64; the consumers split K when 128-W-row tiles would not fill the SMs:\n"   \
@@ -137,9 +142,6 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "}\n"                                                                                                          \
     "/* bf16x2 -(128 + z) in both halves */\n"                                                                     \
     "__device__ __forceinline__ u32 w4w_negz(u32 z) { return (0xC300u | z) * 0x10001u; }\n"                         \
-    "#ifndef W4W_OFFSET /* 1: consumer 1 starts a block after consumer 0 (g128 without the K split) */\n"       \
-    "#define W4W_OFFSET 0\n"                                                                                      \
-    "#endif\n"                                                                                                    \
     "#ifndef W4W_PF /* 1: the next group's first block prepared ahead (g128 without the K split) */\n"            \
     "#define W4W_PF 1\n"                                                                                          \
     "#endif\n"                                                                                                    \
@@ -278,12 +280,6 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "        const int swz = (rl >> 2) & 1;                        /* the same for rl + 8 */\n" \
     "        const u32 sel = 4u * (u32)t; /* the shift that brings lane t's pair down (w4w_deq) */\n" \
     "        float acc[BM / 2], part[BM / 2];\n" \
-    "        bool offset_done = false; /* W4W_OFFSET: consumer 0 has let consumer 1 start */\n" \
-    "        if (W4W_OFFSET && KS == 1 && GS == 8 && W4W_PF && c == 1) {\n" \
-    "            /* consumer 1 waits until consumer 0 has issued its first block: their promotions (when each\n" \
-    "               one's tensor-core queue runs dry) then fall half a group apart instead of together */\n" \
-    "            if ((ll)blockIdx.x < tiles) asm volatile(\"bar.sync 3, 256;\\n\" ::: \"memory\");\n" \
-    "        }\n" \
     "        int s = 0;\n" \
     "        u32 ph = 0;\n" \
     "        for (ll tt = blockIdx.x; tt < tiles; tt += gridDim.x) {\n" \
@@ -344,10 +340,6 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                    const int sa = s;\n" \
     "                    if (++s == ST) { s = 0; ph ^= 1u; }\n" \
     "                    issue(sa, cur, true);\n" \
-    "                    if (W4W_OFFSET && c == 0 && !offset_done) { /* consumer 1 starts one block behind */\n" \
-    "                        offset_done = true;\n" \
-    "                        asm volatile(\"bar.arrive 3, 256;\\n\" ::: \"memory\");\n" \
-    "                    }\n" \
     "                    const int sb = s;\n" \
     "                    const u32 pb = ph;\n" \
     "                    if (++s == ST) { s = 0; ph ^= 1u; }\n" \
@@ -528,8 +520,8 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "    case cfg * 4 + 1: w4w_gemm<S, BM, KS, ST, 2>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;               \\\n" \
     "    case cfg * 4 + 2: w4w_gemm<S, BM, KS, ST, 4>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;               \\\n" \
     "    case cfg * 4 + 4: w4w_gemm<S, BM, KS, ST, 8>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;\n" \
-    "    W4W_CASE(0, 128, 1, 8)\n" \
-    "    W4W_CASE(1, 128, 2, 8)\n" \
+    "    W4W_CASE(0, 128, 1, W4W_ST128)\n" \
+    "    W4W_CASE(1, 128, 2, W4W_ST128)\n" \
     "    W4W_CASE(2, 64, 1, 12)\n" \
     "    W4W_CASE(3, 64, 2, 16)\n" \
     "#undef W4W_CASE\n" \
@@ -568,7 +560,7 @@ static void w4w_plan_of(int64_t m, int64_t n, w4w_plan *p) {
     if (m <= 0 || n <= 0) return;
     int64_t bm = m <= 64 ? 64 : 128;
     p->cfg = (bm == 64 ? 2 : 0) + (((m + bm - 1) / bm) * ((n + 127) / 128) < W4W_SMS ? 1 : 0);
-    static const int bms[4] = {128, 128, 64, 64}, kss[4] = {1, 2, 1, 2}, sts[4] = {8, 8, 12, 16};
+    static const int bms[4] = {128, 128, 64, 64}, kss[4] = {1, 2, 1, 2}, sts[4] = {W4W_ST128, W4W_ST128, 12, 16};
     p->bm = bms[p->cfg], p->ks = kss[p->cfg], p->stages = sts[p->cfg];
     uint32_t nt = 128u / (uint32_t)p->ks, xb = (uint32_t)p->bm * 128u, wb = nt * 32u, mb = 2u * nt * 4u;
     uint32_t stage = (xb + wb + 2u * mb + 1023u) / 1024u * 1024u;
