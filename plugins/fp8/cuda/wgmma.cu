@@ -27,7 +27,12 @@
  */
 /* Build options (A/B runs through QC_FP8_WGMMA_OPTS, fp8_kernels.c):
  *   FP8_SCALE_AHEAD 1 (block mode; default): a stage's four scales are loaded one stage before its promotion;
- *     0: at the stage, just before its wait (H200, s7: 2-8% slower on every shape). */
+ *     0: at the stage, just before its wait (H200, s7: 2-8% slower on every shape).
+ *   FP8_DESC_OLD 0 (default): a stage's two descriptors built once, + 2 per k32 step; 1: each wgmma's
+ *     descriptors built from its address (a mask and shift each, the build before session 8). */
+#ifndef FP8_DESC_OLD
+#define FP8_DESC_OLD 0
+#endif
 #ifndef FP8_SCALE_AHEAD
 #define FP8_SCALE_AHEAD 1
 #endif
@@ -79,6 +84,9 @@ __device__ __forceinline__ void qc_tma2d(unsigned dst, const QcTmap *map, int c0
 __device__ __forceinline__ u64 qc_desc(unsigned addr) {
     return (u64)((addr & 0x3FFFFu) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
 }
+/* the same from its low word: address field | LBO, so that per-step offsets stay 32-bit adds */
+__device__ __forceinline__ unsigned qc_desc_lo(unsigned addr) { return ((addr & 0x3FFFFu) >> 4) | (1u << 16); }
+__device__ __forceinline__ u64 qc_desc_of(unsigned lo) { return (u64)lo | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62); }
 __device__ __forceinline__ void qc_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void qc_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void qc_wg_wait() {
@@ -176,13 +184,30 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
         const float wt = __ldg(ws); /* the one weight scale */
 #endif
         /* one stage: wait for its bytes, four wgmma k32 into acc (a fresh sum: scale-d 0 on the first) */
+#if !FP8_DESC_OLD
+        /* stage 0's descriptors; stage st's are st * STAGE / 16 further (the ring stays under 256 KiB: no carry
+           out of the 14-bit address field) */
+        const unsigned la0 = qc_desc_lo(base + c * (64 * WG_BK)), lb0 = qc_desc_lo(base + WG_A_BYTES);
+#endif
         auto issue = [&](int st_) {
             qc_mbar_wait(full + 8 * st_, ph);
             const unsigned sa = base + st_ * STAGE + c * (64 * WG_BK), sb = base + st_ * STAGE + WG_A_BYTES;
+#if FP8_DESC_OLD
             qc_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < WG_BK / 32; kk++) /* 32 k = 32 B further along the swizzled rows */
                 qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0);
+#else
+            /* 32 k = 32 B further along the swizzled rows = + 2 in the descriptors' address field (sa, sb are
+               1 KiB-aligned, so no carry): the stage's two descriptors once, not a mask and shift per wgmma on
+               the path from the full-barrier wait to the first wgmma */
+            const unsigned la = la0 + st_ * (STAGE >> 4), lb = lb0 + st_ * (STAGE >> 4);
+            (void)sa, (void)sb;
+            qc_wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < WG_BK / 32; kk++)
+                qc_wgmma<BN>(acc, qc_desc_of(la + 2 * kk), qc_desc_of(lb + 2 * kk), kk > 0);
+#endif
             qc_wg_commit();
         };
         /* Tiles are software-pipelined by one stage: the first stage of a warpgroup's next tile is issued
