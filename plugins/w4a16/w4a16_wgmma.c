@@ -42,12 +42,17 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
  * what must stream, from as many SMs as possible).  The split is kept for
  * when it is needed: per k a tile reads 2 BM bytes of x (from L2) for
  * NT / 2 bytes of W, so narrower tiles read x more often.  10 stages at
- * BM 128, 12 or 16 at BM 64.  Each 64-k block: wait for the stage, build
- * the 4 A fragments one k16 step at a time (wgmma.fence, wgmma each), then
- * wgmma.wait 0, release the stage, promote at a group's end; the other
- * consumer's wgmmas keep the tensor cores busy meanwhile.  At g128 without
- * the K split a group's two blocks go in one unrolled pass, the first's
- * wgmmas (and A registers) left in flight while the second is built.
+ * BM 128, 12 or 16 at BM 64.  Groups 32 and 64, each 64-k block: wait for
+ * the stage, build the 4 A fragments one k16 step at a time (wgmma.fence,
+ * wgmma each), then wgmma.wait 0, release the stage, promote at a group's
+ * end; the other consumer's wgmmas keep the tensor cores busy meanwhile.
+ * Group 128 (W4W_PF, the default): a block's 4 fragments are built from two
+ * 16-byte loads a row and go after one fence, and the next group's (K
+ * split: the consumer's next block's) fragments are built before this
+ * group's wgmmas are waited for, so the promotion is followed at once by
+ * wgmmas instead of a load-and-dequantize chain (H200, session 8: with the
+ * descriptor built once per stage and pack_version 2, 4096^3 went 336 ->
+ * 243 us; the consumers' instruction stream was the limit).
  * Per stage: x (BM x 64 bf16), W (NT x 32 B), scale and zero words
  * (2 groups x NT x 4 B each).  Rows past n are clamped to n - 1 (never
  * stored); x rows past m read as zero (TMA) and x boxes wholly past m are
