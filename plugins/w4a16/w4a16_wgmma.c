@@ -339,6 +339,20 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "#pragma unroll\n" \
     "                    for (int j = 0; j < 4; j++) w4w_wgmma<BM>(part, a[j], d + 2 * j, !first || j > 0);\n" \
     "                };\n" \
+    "                /* commit this consumer's wgmmas, build its next block (kt + 2) into `nxt` while they run, wait */\n" \
+    "                auto ahead = [&](int kt, u32 (*nxt)[4], float &h0, float &h1, u32 &q0, u32 &q1) {\n" \
+    "                    w4w_commit();\n" \
+    "                    if (kt + 2 < kt_n) {\n" \
+    "                        w4w_wait(full + 8 * s, ph);\n" \
+    "                        scales(s, kt + 2, h0, h1, q0, q1);\n" \
+    "                        build(s, q0, q1, nxt);\n" \
+    "                    }\n" \
+    "                    w4w_wg_wait<0>();\n" \
+    "                };\n" \
+    "                auto promote = [&](float f0, float f1) {\n" \
+    "#pragma unroll\n" \
+    "                    for (int i = 0; i < BM / 2; i++) acc[i] = fmaf((i & 2) ? f1 : f0, part[i], acc[i]);\n" \
+    "                };\n" \
     "                /* group kt / 2 from `cur` (built, with its scales f and zeros z); the next group's first block into `nxt` */\n" \
     "                auto group = [&](int kt, u32 (*cur)[4], float f0, float f1, u32 y0, u32 y1, u32 (*nxt)[4], float &h0,\n" \
     "                                 float &h1, u32 &q0, u32 &q1) {\n" \
@@ -352,19 +366,12 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                    w4w_wait(full + 8 * sb, pb);\n" \
     "                    build(sb, y0, y1, ab);\n" \
     "                    issue(sb, ab, false);\n" \
-    "                    w4w_commit();\n" \
-    "                    if (kt + 2 < kt_n) {\n" \
-    "                        w4w_wait(full + 8 * s, ph);\n" \
-    "                        scales(s, kt + 2, h0, h1, q0, q1);\n" \
-    "                        build(s, q0, q1, nxt);\n" \
-    "                    }\n" \
-    "                    w4w_wg_wait<0>();\n" \
+    "                    ahead(kt, nxt, h0, h1, q0, q1);\n" \
     "                    if (lane == 0) {\n" \
     "                        w4w_arrive(empty + 8 * sa);\n" \
     "                        w4w_arrive(empty + 8 * sb);\n" \
     "                    }\n" \
-    "#pragma unroll\n" \
-    "                    for (int i = 0; i < BM / 2; i++) acc[i] = fmaf((i & 2) ? f1 : f0, part[i], acc[i]);\n" \
+    "                    promote(f0, f1);\n" \
     "                };\n" \
     "                /* K split: this consumer's block kt (kt % 2 == c) from `cur`, its next one (kt + 2) into `nxt` */\n" \
     "                auto half = [&](int kt, u32 (*cur)[4], float f0, float f1, u32 (*nxt)[4], float &h0, float &h1, u32 &q0,\n" \
@@ -373,16 +380,9 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                    for (int i = 0; i < 2; i++)\n" \
     "                        if (++s == ST) { s = 0; ph ^= 1u; }\n" \
     "                    issue(sa, cur, true);\n" \
-    "                    w4w_commit();\n" \
-    "                    if (kt + 2 < kt_n) {\n" \
-    "                        w4w_wait(full + 8 * s, ph);\n" \
-    "                        scales(s, kt + 2, h0, h1, q0, q1);\n" \
-    "                        build(s, q0, q1, nxt);\n" \
-    "                    }\n" \
-    "                    w4w_wg_wait<0>();\n" \
+    "                    ahead(kt, nxt, h0, h1, q0, q1);\n" \
     "                    if (lane == 0) w4w_arrive(empty + 8 * sa);\n" \
-    "#pragma unroll\n" \
-    "                    for (int i = 0; i < BM / 2; i++) acc[i] = fmaf((i & 2) ? f1 : f0, part[i], acc[i]);\n" \
+    "                    promote(f0, f1);\n" \
     "                };\n" \
     "                u32 ra[4][4], rb[4][4];\n" \
     "                float f0, f1, h0 = 0.f, h1 = 0.f;\n" \
