@@ -1,5 +1,6 @@
 # test_w4a16_wgmma_emu.py - plugins/w4a16/w4a16_wgmma.c's index math replayed on the CPU, no GPU needed.
-# A line-by-line transcription (keep it in step with the kernel): the producer's copies into a stage (W rows with
+# A line-by-line transcription (keep it in step with the kernel; the group-128 W4W_PF loop computes the same
+# sums, and its ring bookkeeping is checked separately by ring_check): the producer's copies into a stage (W rows with
 # their halves swapped per 4-row group, the aligned scale/zero words), each consumer thread's A fragments built with
 # the same bit operations (shift, lop3 mask, bf16x2 subtract), the accumulator layout, the per-group
 # promotion, the K split with its reduction, the epilogue's masked stores, stale shared memory where the kernel
@@ -162,5 +163,62 @@ for (m, n, k, g, asym, cf) in [(17, 24, 96, 32, False, None), (19, 40, 128, 64, 
                                (70, 136, 256, 128, False, 0), (33, 8, 96, 32, True, 2), (130, 16, 192, 64, False, 0),
                                (100, 24, 256, 128, True, 1), (65, 200, 160, 32, True, 0), (17, 136, 256, 128, False, 2)]:
     ok &= run(m, n, k, g, asym, cf)
+
+def ring_check(ST, KS, kt_n, tiles):
+    """The group-128 (W4W_PF) consumer loop's ring bookkeeping, transcribed: every stage a consumer waits on,
+    issues from and releases must be its block's (the producer fills block G of the block's run into stage
+    G % ST, phase (G // ST) & 1), each consumer must take its own blocks exactly once, and the ring position
+    after a tile must be the next tile's first block.  Returns the first error or None."""
+    st = {}
+    for c in range(2):
+        s, ph, G0 = 0, 0, 0
+        for _ in range(tiles):
+            seen = []
+            def adv():
+                nonlocal s, ph
+                s += 1
+                if s == ST: s, ph = 0, ph ^ 1
+            def expect(kt, s_, p_, what):
+                G = G0 + kt
+                if (s_, p_) != (G % ST, (G // ST) & 1):
+                    raise AssertionError(f"ST={ST} KS={KS} kt_n={kt_n} c={c} block {kt}: {what} stage {s_} phase {p_}")
+            s0, p0 = s, ph
+            if KS == 2 and c == 1: adv()
+            kt0 = c if KS == 2 else 0
+            pend = {}
+            if kt0 < kt_n: expect(kt0, s, ph, "wait"); pend[kt0] = (s, ph)
+            kt = kt0
+            while kt < kt_n:
+                for u in range(2):
+                    k_ = kt + 2 * u
+                    if KS == 1:
+                        sa, pa = s, ph; adv()
+                        expect(k_, sa, pa, "issue")
+                        sb, pb = s, ph; adv()
+                        expect(k_ + 1, sb, pb, "wait")
+                        if k_ + 2 < kt_n: expect(k_ + 2, s, ph, "wait ahead")
+                        seen += [k_, k_ + 1]
+                    else:
+                        sa, pa = s, ph; adv(); adv()
+                        expect(k_, sa, pa, "issue")
+                        if k_ + 2 < kt_n: expect(k_ + 2, s, ph, "wait ahead")
+                        seen.append(k_)
+                    if k_ + 2 >= kt_n: break
+                kt += 4
+            s = (s0 + kt_n) % ST
+            ph = p0 ^ (((s0 + kt_n) // ST) & 1)
+            want = list(range(kt_n)) if KS == 1 else list(range(c, kt_n, 2))
+            if sorted(seen) != want: raise AssertionError(f"ST={ST} KS={KS} kt_n={kt_n} c={c}: took blocks {seen}")
+            G0 += kt_n
+    return None
+try:
+    for ST in (8, 10, 12, 16):
+        for KS in (1, 2):
+            for kt_n in (2, 4, 6, 8, 10, 14, 18, 64, 224):
+                ring_check(ST, KS, kt_n, 5)
+    print("test_w4a16_wgmma_emu: W4W_PF ring bookkeeping holds (ST 8-16, K split or not, 2-224 blocks, 5 tiles)")
+except AssertionError as e:
+    print("test_w4a16_wgmma_emu: W4W_PF ring:", e)
+    ok = False
 print("test_w4a16_wgmma_emu: " + ("all cases match" if ok else "MISMATCH"))
 sys.exit(0 if ok else 1)
