@@ -8,6 +8,7 @@
 
 #include "fp8_cuda_src.h" /* generated from cuda/ at build time: FP8_SRC_QUANT, _WGMMA, _GEMV, _GEMV_MMA, _GEMV_WG, _MMA */
 #include "fp8_internal.h"
+#include "qc_env_opts.h"
 
 /*
  * The W8A8 GPU contract (docs/formats/fp8.md section 8):
@@ -460,27 +461,12 @@ static int gemv_rank(const kspec *s) { /* pass in which s registers */
  * with a warning).  Each variable is read once per registration; the arrays live as long as the plugin. */
 #define X_OPTS 8
 enum { X_WGMMA, X_GEMV, X_FAMILIES };
-static char g_xbuf[X_FAMILIES][X_OPTS][64];
+static char g_xbuf[X_FAMILIES][X_OPTS][QC_ENV_OPT_LEN];
 static int g_xn[X_FAMILIES];
 static const char *g_xopts[X_FAMILIES][3][2 + X_OPTS];
 static void read_extra_opts(int family) {
     static const char *const env[X_FAMILIES] = {"QC_FP8_WGMMA_OPTS", "QC_FP8_GEMV_OPTS"};
-    const char *e = getenv(env[family]);
-    int n = 0;
-    for (const char *p = e ? e : ""; *p && n < X_OPTS;) {
-        while (*p == ' ' || *p == ',') p++;
-        size_t len = strcspn(p, " ,");
-        if (len == 0) break;
-        if (len < sizeof g_xbuf[0][0] && strncmp(p, "-D", 2) == 0) {
-            memcpy(g_xbuf[family][n], p, len);
-            g_xbuf[family][n++][len] = 0;
-        } else {
-            fprintf(stderr, "fp8: %s: ignoring '%.*s' (want -DNAME=VALUE, under 64 characters)\n", env[family],
-                    (int)len, p);
-        }
-        p += len;
-    }
-    g_xn[family] = n;
+    g_xn[family] = qc_env_defines("fp8", env[family], g_xbuf[family], X_OPTS);
 }
 /* a kernel's NVRTC options: its FP8_MODE option (opts is one of OPT_MODE), then its family's extra ones */
 static const char *const *with_extra_opts(int family, const char *const *opts) {

@@ -1,8 +1,8 @@
 /* w4a16_wgmma.c - the Hopper (sm_90a) w4a16 prefill GEMM: TMA x tiles, int4 dequantized into wgmma A registers. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/qc_env_opts.h"
 #include "w4a16_impl.h"
 
 qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
@@ -147,7 +147,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "}\n"                                                                                                          \
     "/* bf16x2 -(128 + z) in both halves */\n"                                                                     \
     "__device__ __forceinline__ u32 w4w_negz(u32 z) { return (0xC300u | z) * 0x10001u; }\n"                         \
-    "#ifndef W4W_PF /* 1: the next group's first block prepared ahead (g128 without the K split) */\n"            \
+    "#ifndef W4W_PF /* 1: group 128's loop with the next block prepared ahead; 0: the block loop below */\n"     \
     "#define W4W_PF 1\n"                                                                                          \
     "#endif\n"                                                                                                    \
     "/* nibbles t and t + 4 of w (pack_version 2: codes 2t and 2t + 1) give the bf16x2 pair (q(2t) - z, q(2t+1) - z):\n" \
@@ -668,26 +668,11 @@ static const qc_tensor_map_spec w4w_maps[] = {
  * device without a rebuild; at most 8 options of up to 63 characters, each starting with -D (anything else is
  * ignored with a warning).  Read once per registration; the arrays live as long as the plugin. */
 #define W4W_XOPTS 8
-static char w4w_xbuf[W4W_XOPTS][64];
+static char w4w_xbuf[W4W_XOPTS][QC_ENV_OPT_LEN];
 static const char *w4w_xopts[W4W_XOPTS + 1];
 static const char *const *w4w_extra_opts(void) {
-    const char *e = getenv("QC_W4_WGMMA_OPTS");
-    int n = 0;
-    for (const char *p = e ? e : ""; *p && n < W4W_XOPTS;) {
-        while (*p == ' ' || *p == ',') p++;
-        size_t len = strcspn(p, " ,");
-        if (len == 0) break;
-        if (len < sizeof w4w_xbuf[0] && strncmp(p, "-D", 2) == 0) {
-            memcpy(w4w_xbuf[n], p, len);
-            w4w_xbuf[n][len] = 0;
-            w4w_xopts[n] = w4w_xbuf[n];
-            n++;
-        } else {
-            fprintf(stderr, "w4a16: QC_W4_WGMMA_OPTS: ignoring '%.*s' (want -DNAME=VALUE, under 64 characters)\n",
-                    (int)len, p);
-        }
-        p += len;
-    }
+    int n = qc_env_defines("w4a16", "QC_W4_WGMMA_OPTS", w4w_xbuf, W4W_XOPTS);
+    for (int i = 0; i < n; i++) w4w_xopts[i] = w4w_xbuf[i];
     w4w_xopts[n] = NULL;
     return n ? w4w_xopts : NULL;
 }

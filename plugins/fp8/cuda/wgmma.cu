@@ -191,8 +191,8 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #endif
         auto issue = [&](int st_) {
             qc_mbar_wait(full + 8 * st_, ph);
-            const unsigned sa = base + st_ * STAGE + c * (64 * WG_BK), sb = base + st_ * STAGE + WG_A_BYTES;
 #if FP8_DESC_OLD
+            const unsigned sa = base + st_ * STAGE + c * (64 * WG_BK), sb = base + st_ * STAGE + WG_A_BYTES;
             qc_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < WG_BK / 32; kk++) /* 32 k = 32 B further along the swizzled rows */
@@ -202,7 +202,6 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                1 KiB-aligned, so no carry): the stage's two descriptors once, not a mask and shift per wgmma on
                the path from the full-barrier wait to the first wgmma */
             const unsigned la = la0 + st_ * (STAGE >> 4), lb = lb0 + st_ * (STAGE >> 4);
-            (void)sa, (void)sb;
             qc_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < WG_BK / 32; kk++)

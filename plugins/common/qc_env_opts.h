@@ -1,0 +1,34 @@
+/* qc_env_opts.h - extra NVRTC -D options read from an environment variable, for A/B runs of plugin kernels (header only). */
+#ifndef QC_PLUGIN_ENV_OPTS_H
+#define QC_PLUGIN_ENV_OPTS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define QC_ENV_OPT_LEN 64
+
+/* Split the value of `var` at spaces and commas into at most `max` options, each starting with -D and under
+ * QC_ENV_OPT_LEN characters, copied into buf[0..n); anything else is ignored with a warning on stderr that names
+ * `plugin` and `var`.  Returns n (0 when `var` is unset).  Call from registration: buf is the caller's, usually
+ * static so that option pointers into it live as long as the plugin. */
+static inline int qc_env_defines(const char *plugin, const char *var, char (*buf)[QC_ENV_OPT_LEN], int max) {
+    const char *e = getenv(var);
+    int n = 0;
+    for (const char *p = e ? e : ""; *p && n < max;) {
+        while (*p == ' ' || *p == ',') p++;
+        size_t len = strcspn(p, " ,");
+        if (len == 0) break;
+        if (len < QC_ENV_OPT_LEN && strncmp(p, "-D", 2) == 0) {
+            memcpy(buf[n], p, len);
+            buf[n++][len] = 0;
+        } else {
+            fprintf(stderr, "%s: %s: ignoring '%.*s' (want -DNAME=VALUE, under %d characters)\n", plugin, var,
+                    (int)len, p, QC_ENV_OPT_LEN);
+        }
+        p += len;
+    }
+    return n;
+}
+
+#endif
