@@ -71,8 +71,8 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
 #define W4F_STR_(x) #x
 #define W4F_STR(x) W4F_STR_(x)
 
-#define W4F_SRC                                                                                                   \
-    "/* qcore w4a16 GEMV, W as the mma A operand: y[m,n] = x[m,k] . W4[n,k]^T, m <= 16, sym */\n"              \
+/* The device helpers both GEMVs share: mma, the code pair, f16 scale, the streamed code load. */
+#define W4F_HELPERS                                                                                               \
     "typedef unsigned int u32;\n"                                                                                 \
     "typedef unsigned short u16;\n"                                                                               \
     "typedef unsigned char u8;\n"                                                                                 \
@@ -108,7 +108,11 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "    } else {\n"                                                                                              \
     "        asm(\"ld.global.nc.L1::no_allocate.u32 %0, [%1];\" : \"=r\"(w[0]) : \"l\"(p));\n"                     \
     "    }\n"                                                                                                     \
-    "}\n"                                                                                                         \
+    "}\n"
+
+#define W4F_SRC                                                                                                   \
+    "/* qcore w4a16 GEMV, W as the mma A operand: y[m,n] = x[m,k] . W4[n,k]^T, m <= 16, sym */\n"              \
+    W4F_HELPERS                                                                                                   \
     "/* one chunk (128 codes) of a warp's rows: codes of rows g and g + 8 per tile, their scale words (x is read\n" \
     "   where it is used: L1-resident for the small m that matter, and two stages of it would cost 32 registers) */\n" \
     "template <int R, int NB> struct W4fStage {\n"                                                                \
@@ -313,6 +317,117 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
 
 static const char W4F_SRC_SYM[] = W4F_SRC;
 
+#define W4G_SRC                                                                                                   \
+    "/* qcore w4a16 GEMV for m = 1, whole-line loads: y[n] = x[k] . W4[n,k]^T, g128, sym */\n"              \
+    W4F_HELPERS                                                                                                   \
+    "/* one step: 512 bytes of each of a warp's rows (1024 codes, eight g128 groups) and the lanes' scales */\n" \
+    "struct W4gStage {\n" \
+    "    u32 wa[2][4], wb[2][4]; /* 16 bytes of rows ra, rb of each row pair: segment g, piece t */\n" \
+    "    u16 sa[2], sb[2];       /* their scales of group 8 c + g */\n" \
+    "};\n" \
+    "__device__ __forceinline__ void w4g_load(W4gStage &s, int c, const u8 *const *qa, const int *dq, const u16 *const *sp,\n" \
+    "                                         const int *ds) {\n" \
+    "#pragma unroll\n" \
+    "    for (int r = 0; r < 2; r++) {\n" \
+    "        w4f_ldq<4>(qa[r] + c * 512, s.wa[r]);\n" \
+    "        w4f_ldq<4>(qa[r] + dq[r] + c * 512, s.wb[r]);\n" \
+    "        s.sa[r] = __ldg(sp[r] + c * 8);\n" \
+    "        s.sb[r] = __ldg(sp[r] + ds[r] + c * 8);\n" \
+    "    }\n" \
+    "}\n" \
+    "/* the mmas of one step; only D[g][g] (rows ra) and D[g + 8][g] (rows rb) are kept: c0 / c1 of lane (g, g / 2)\n" \
+    "   by g's parity, c2 / c3 likewise */\n" \
+    "__device__ __forceinline__ void w4g_compute(const W4gStage &s, float (*acc)[2], int c, const u16 *xr, bool odd) {\n" \
+    "    uint4 xv[4];\n" \
+    "#pragma unroll\n" \
+    "    for (int j = 0; j < 4; j++) xv[j] = __ldg((const uint4 *)(xr + c * 1024 + 8 * j));\n" \
+    "#pragma unroll\n" \
+    "    for (int r = 0; r < 2; r++) {\n" \
+    "        float part[4] = {0.f, 0.f, 0.f, 0.f};\n" \
+    "#pragma unroll\n" \
+    "        for (int j = 0; j < 4; j++) {\n" \
+    "            const u32 A = s.wa[r][j], B = s.wb[r][j];\n" \
+    "            const u32 b[4] = {xv[j].x, xv[j].y, xv[j].z, xv[j].w};\n" \
+    "#pragma unroll\n" \
+    "            for (int h = 0; h < 2; h++) {\n" \
+    "                const u32 a0 = w4f_pair(A >> (8 * h)), a1 = w4f_pair(B >> (8 * h));\n" \
+    "                const u32 a2 = w4f_pair(A >> (8 * h + 4)), a3 = w4f_pair(B >> (8 * h + 4));\n" \
+    "                w4f_mma(part, a0, a1, a2, a3, b[2 * h], b[2 * h + 1]);\n" \
+    "            }\n" \
+    "        }\n" \
+    "        acc[r][0] = fmaf(w4f_h2f(s.sa[r]), odd ? part[1] : part[0], acc[r][0]);\n" \
+    "        acc[r][1] = fmaf(w4f_h2f(s.sb[r]), odd ? part[3] : part[2], acc[r][1]);\n" \
+    "    }\n" \
+    "}\n" \
+    "extern \"C\" __global__ void __launch_bounds__(256, 2) qc_w4g_gemv1_sym(const u16 *x, const u8 *q, const u16 *sc,\n" \
+    "        float *y, ll m, ll n, ll k, ll gs) {\n" \
+    "    extern __shared__ float red[];\n" \
+    "    if (m != 1 || n <= 0 || k <= 0 || (k & 1023) || gs != 128) return;\n" \
+    "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;\n" \
+    "    const int ks = blockDim.x >> 5;\n" \
+    "    const ll ng = k >> 7, steps = k >> 10;\n" \
+    "    const ll spw = (steps + ks - 1) / ks, c0 = warp * spw, c1 = c0 + spw < steps ? c0 + spw : steps;\n" \
+    "    const ll n0 = (ll)blockIdx.x * 4;\n" \
+    "    const u8 *qa[2];\n" \
+    "    const u16 *sp[2];\n" \
+    "    int dq[2], ds[2];\n" \
+    "#pragma unroll\n" \
+    "    for (int r = 0; r < 2; r++) {\n" \
+    "        ll ra = n0 + 2 * r, rb = ra + 1;\n" \
+    "        ra = ra < n ? ra : n - 1;\n" \
+    "        rb = rb < n ? rb : n - 1;\n" \
+    "        qa[r] = q + ra * (k / 2) + 64 * g + 16 * t + c0 * 512;\n" \
+    "        dq[r] = (int)(rb - ra) * (int)(k / 2);\n" \
+    "        sp[r] = sc + ra * ng + g + c0 * 8;\n" \
+    "        ds[r] = (int)(rb - ra) * (int)ng;\n" \
+    "    }\n" \
+    "    const u16 *xr = x + 128 * g + 32 * t + c0 * 1024;\n" \
+    "    const bool odd = g & 1;\n" \
+    "    float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};\n" \
+    "    /* two register stages, loaded one step ahead; unrolled by two so that no stage is copied */\n" \
+    "    W4gStage s0, s1;\n" \
+    "    if (c0 < c1) w4g_load(s0, 0, qa, dq, sp, ds);\n" \
+    "    for (ll c = c0; c < c1; c += 2) {\n" \
+    "        if (c + 1 < c1) w4g_load(s1, 1, qa, dq, sp, ds);\n" \
+    "        w4g_compute(s0, acc, 0, xr, odd);\n" \
+    "        if (c + 1 >= c1) break;\n" \
+    "        if (c + 2 < c1) w4g_load(s0, 2, qa, dq, sp, ds);\n" \
+    "        w4g_compute(s1, acc, 1, xr, odd);\n" \
+    "#pragma unroll\n" \
+    "        for (int r = 0; r < 2; r++) qa[r] += 1024, sp[r] += 16;\n" \
+    "        xr += 2048;\n" \
+    "    }\n" \
+    "    /* the diagonal: lane (g, g / 2) holds segment g's sums; the warp adds its eight segments (fixed order) */\n" \
+    "    const bool diag = t == (g >> 1);\n" \
+    "#pragma unroll\n" \
+    "    for (int r = 0; r < 2; r++)\n" \
+    "#pragma unroll\n" \
+    "        for (int e = 0; e < 2; e++) {\n" \
+    "            float v = diag ? acc[r][e] : 0.f;\n" \
+    "#pragma unroll\n" \
+    "            for (int o = 16; o >= 1; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n" \
+    "            acc[r][e] = v;\n" \
+    "        }\n" \
+    "    /* the K split: warps 1.. leave their four sums, warp 0 adds them in warp order and stores */\n" \
+    "    if (ks > 1) {\n" \
+    "        if (warp > 0 && lane == 0)\n" \
+    "#pragma unroll\n" \
+    "            for (int i = 0; i < 4; i++) red[(warp - 1) * 4 + i] = (&acc[0][0])[i];\n" \
+    "        __syncthreads();\n" \
+    "        if (warp == 0)\n" \
+    "            for (int w = 1; w < ks; w++)\n" \
+    "#pragma unroll\n" \
+    "                for (int i = 0; i < 4; i++) (&acc[0][0])[i] += red[(w - 1) * 4 + i];\n" \
+    "    }\n" \
+    "    if (warp > 0 || lane > 0) return;\n" \
+    "#pragma unroll\n" \
+    "    for (int r = 0; r < 2; r++)\n" \
+    "#pragma unroll\n" \
+    "        for (int e = 0; e < 2; e++)\n" \
+    "            if (n0 + 2 * r + e < n) y[n0 + 2 * r + e] = acc[r][e];\n" \
+    "}\n"
+
+
 /* ---- the launch plan (the device reads KS from blockDim and R from gridDim) ---- */
 
 /* Warps wanted in all: 16 per SM of an H200 (128 registers a thread), one wave. */
@@ -418,6 +533,106 @@ static int w4f_el_sym(const qc_problem *p, qc_reason *why) {
     return 1;
 }
 
+/* ---- w4a16.gemv1_sym ---- */
+/*
+ * w4a16.gemv1_sym: the same product for m = 1 (batch-1 decode), group 128,
+ * k % 1024 == 0, with loads that cover whole 128-byte lines.  The fragment
+ * GEMV's loads cover 8 rows x 64 bytes (a quad's 4 x 16 bytes of each row g):
+ * on the H200 a load-only kernel with that pattern streamed gate_up in
+ * 21-23 us, one reading 512 contiguous bytes a warp load in 15 us
+ * (bench/probe, docs/perf.md).  Here the 8 mma rows g of a tile are not 8 W
+ * rows but the 8 64-byte segments of ONE 512-byte run of W row ra, and rows
+ * g + 8 the same segments of row rb: lane (g, t) loads bytes 64 g + 16 t of
+ * the run, so one warp load is 512 contiguous bytes.  B's column g is x at
+ * segment g's codes (lane (g, t) loads its own 16 bytes of x), so D[g][g]
+ * is row ra's sum over segment g and D[g + 8][g] row rb's; the other 112
+ * outputs of each mma are discarded (at m = 1 the fragment GEMV keeps 16 of
+ * 128 as well).  A segment is 128 codes: one g128 group, so each mma lies in
+ * one group and the promotion is as exact as the fragment GEMV's (f32 sums
+ * of exact products, then part * s by fmaf), per lane: lane (g, g / 2)
+ * holds segment g's totals, the warp adds its eight segments with shuffles
+ * in a fixed order, and the KS warps of a block (the K split) add theirs in
+ * warp order through shared memory: deterministic.  A warp owns two row
+ * pairs (4 rows, x's registers serve both) and a contiguous slice of the
+ * 512-byte steps; two register stages, one step loaded ahead.  Rows past n
+ * are read clamped to n - 1 and not stored.  Measured (bench/probe) against
+ * 1, 3, 4 or 6 stages and 2 or 8 rows a warp: this was the fastest.
+ */
+
+static const char W4G_SRC_SYM[] = W4G_SRC;
+
+#define W4G_MAX_KS 8 /* 256-thread blocks: __launch_bounds__(256, 2), 128 registers */
+
+/* 4 rows a block; KS doubles while the warps stay under one wave of 16 an SM and each keeps >= 4 steps of 512 bytes
+ * a row (Llama-3-8B: qkv, gate_up KS 1; o, down 2, the fastest of 1-8 measured; QC_W4G_KS overrides for tuning) */
+static void w4g_plan_of(int64_t n, int64_t k, int64_t *blocks, int *ks) {
+    *blocks = 0, *ks = 1;
+    if (n <= 0 || k < 1024) return;
+    int64_t steps = k / 1024;
+    *blocks = (n + 3) / 4;
+    while (*ks < W4G_MAX_KS && *blocks * *ks * 2 <= W4F_WANT_WARPS && steps >= 4 * *ks) *ks *= 2;
+    const char *ek = getenv("QC_W4G_KS");
+    if (ek) {
+        int v = atoi(ek);
+        if (v >= 1 && v <= W4G_MAX_KS) *ks = v;
+    }
+}
+
+static void w4g_dims(const qc_problem *p, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    int64_t blocks;
+    int ks;
+    if (p->m != 1) return;
+    w4g_plan_of(p->n, p->k, &blocks, &ks);
+    if (blocks <= 0 || blocks > 0x7fffffffLL) return;
+    d->grid[0] = (uint32_t)blocks;
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = 32u * (uint32_t)ks;
+    d->block[1] = d->block[2] = 1;
+    d->shared_bytes = (uint32_t)(ks - 1) * 4u * 4u;
+}
+
+static int w4g_el_sym(const qc_problem *p, qc_reason *why) {
+    static const char id[] = "w4a16.gemv1_sym";
+    const char *off = getenv("QC_W4G"); /* A/B runs: the fragment GEMV takes m = 1 again */
+    if (off && strcmp(off, "off") == 0) {
+        w4_why(why, "off", "%s is switched off (QC_W4G=off)", id);
+        return 0;
+    }
+    uint32_t s = p->struct_size >= offsetof(qc_problem, scheme) + sizeof p->scheme ? p->scheme : 0;
+    if (s == 0) s = W4A16_SCHEME_SYM;
+    if (s == (W4A16_SCHEME_SYM | W4A16_SCHEME_PERM)) {
+        w4_why(why, "perm", "%s does not take act-order weights (scheme %s): the stored K order needs x permuted", id,
+               w4_scheme_name(s));
+        return 0;
+    }
+    if (s != W4A16_SCHEME_SYM) {
+        w4_why(why, "scheme", "%s takes scheme sym only (w4a16.gemv_asym / gemv_fmin run the others), the weight is "
+               "%s (0x%x)", id, w4_scheme_name(s), s);
+        return 0;
+    }
+    if (p->group_size != 128) {
+        w4_why(why, "group", "%s needs group size 128 (a 64-byte segment is one group), the weight has %u "
+               "(w4a16.gemv_frag_sym takes 32 and 64)", id, p->group_size);
+        return 0;
+    }
+    if (!w4_shape_ok(p->n, p->k, p->group_size, why)) return 0;
+    if (p->k % 1024) {
+        w4_why(why, "align_k", "%s streams K in 512-byte runs (1024 codes), layer has K=%lld (w4a16.gemv_frag_sym "
+               "takes K %% 128 == 0)", id, (long long)p->k);
+        return 0;
+    }
+    if (p->k > (1LL << 28)) { /* row rb sits k / 2 bytes past row ra: a 32-bit offset in the kernel */
+        w4_why(why, "shape", "%s: k = %lld is above 2^28 (its row offsets are 32-bit)", id, (long long)p->k);
+        return 0;
+    }
+    if ((p->n + 3) / 4 > 0x7fffffffLL) {
+        w4_why(why, "shape", "%s: n = %lld needs more blocks than a grid holds", id, (long long)p->n);
+        return 0;
+    }
+    return 1;
+}
+
 /* ---- registration ---- */
 
 static const qc_kernel_param w4f_p_sym[] = {
@@ -429,6 +644,25 @@ static const qc_kernel_param w4f_p_sym[] = {
  * selection (same arch and M range): measured faster on the H200, it is
  * the default for symmetric weights with K a multiple of 128. */
 qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
+    /* m = 1 only: the engine ranks the narrower M range first, so it takes batch-1 decode where it is eligible */
+    qc_kernel_desc d1 = {
+        .struct_size = sizeof d1,
+        .id = "w4a16.gemv1_sym",
+        .format = "w4a16",
+        .phases = QC_PHASE_ANY,
+        .m_min = 1,
+        .m_max = 1,
+        .arch = {80, QC_SM_ANY}, /* mma.sync bf16 and bf16x2 fma: sm_80 */
+        .n_params = sizeof w4f_p_sym / sizeof w4f_p_sym[0],
+        .params = w4f_p_sym,
+        .reference = (void (*)(void))w4f_ref_sym,
+        .cuda_source = W4G_SRC_SYM,
+        .cuda_entry = "qc_w4g_gemv1_sym",
+        .launch_dims = w4g_dims,
+        .eligible = w4g_el_sym,
+    };
+    qc_status st = api->register_kernel(host, &d1);
+    if (st != QC_OK) return st;
     qc_kernel_desc d = {
         .struct_size = sizeof d,
         .id = "w4a16.gemv_frag_sym",

@@ -1,4 +1,4 @@
-/* test_gpu_w4a16_frag.c - w4a16.gemv_frag_sym against its C reference and a double sum; times against the W4 floor, beside w4a16.gemv_sym. */
+/* test_gpu_w4a16_frag.c - w4a16.gemv_frag_sym and w4a16.gemv1_sym against the C reference and a double sum; times against the W4 floor, beside w4a16.gemv_sym. */
 #define _GNU_SOURCE
 #include <math.h>
 
@@ -59,6 +59,47 @@ static void correctness_r2(ctx *c, kern *kf) {
     free(saved);
 }
 
+/* w4a16.gemv1_sym (m = 1, g128, K % 1024): 1 to 14 steps of 512 bytes a row, N from 8 to 28672, every K split
+ * the plan can choose and ragged ones (3, 5, 7: warps with one step fewer, or none), forced through QC_W4G_KS;
+ * the caller's QC_W4G_KS is put back afterwards. */
+static void correctness1(ctx *c, kern *k1) {
+    static const int64_t shapes[][2] = {{8, 1024},    {40, 3072},   {1000, 7168}, {4104, 1024},
+                                        {72, 14336},  {264, 5120},  {4096, 4096}, {28672, 4096}};
+    static const char *const splits[] = {NULL, "1", "2", "3", "5", "7", "8"};
+    const char *old = getenv("QC_W4G_KS");
+    char *saved = old ? strdup(old) : NULL;
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+        wt w;
+        if (wt_make(c, &w, 0, 128, shapes[sh][0], shapes[sh][1], 1) == 0)
+            for (size_t i = 0; i < sizeof splits / sizeof splits[0]; i++) {
+                if (splits[i]) setenv("QC_W4G_KS", splits[i], 1);
+                else unsetenv("QC_W4G_KS");
+                run_case(c, k1->k, k1->fn, &w, 1, 0);
+            }
+        wt_free(c, &w);
+    }
+    if (saved) setenv("QC_W4G_KS", saved, 1);
+    else unsetenv("QC_W4G_KS");
+    free(saved);
+}
+
+/* Llama-3-8B shapes at M = 1, g128: w4a16.gemv1_sym beside the fragment GEMV, on the same weights. */
+static void timing1(ctx *c, kern *k1, kern *kf) {
+    static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
+    for (size_t sh = 0; sh < 4; sh++) {
+        int64_t n = shapes[sh][0], k = shapes[sh][1];
+        size_t wbytes = (size_t)(n * k / 2) + (size_t)(n * (k / 128)) * 2;
+        int ncopy = (int)(ROTATE_BYTES / wbytes + 1);
+        if (ncopy > MAXCOPY) ncopy = MAXCOPY;
+        wt w;
+        if (wt_make(c, &w, 0, 128, n, k, ncopy) == 0) {
+            run_case(c, k1->k, k1->fn, &w, 1, REPS);
+            run_case(c, kf->k, kf->fn, &w, 1, REPS);
+        }
+        wt_free(c, &w);
+    }
+}
+
 /* Llama-3-8B shapes (o, qkv, gate_up, down) at M = 1, 4, 16, every group; the older GEMV beside it. */
 static void timing(ctx *c, kern *kf, kern *old) {
     static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
@@ -94,13 +135,16 @@ int main(void) {
         CHECK(st == QC_OK, "w4a16 plugin: %s", err);
         c.f = qc_format_find(c.rt, "w4a16");
         CHECK(c.f != NULL, "no w4a16 format");
-        kern kf, old;
+        kern kf, old, k1;
         memset(&kf, 0, sizeof kf);
         memset(&old, 0, sizeof old);
+        memset(&k1, 0, sizeof k1);
         if (c.f && load_kernel(&c, &kf, "w4a16.gemv_frag_sym") == 0) {
             load_kernel(&c, &old, "w4a16.gemv_sym");
+            load_kernel(&c, &k1, "w4a16.gemv1_sym");
             double t0 = qc_now_seconds();
             if (!getenv("QC_W4_TIMING_ONLY")) {
+                if (k1.fn) correctness1(&c, &k1);
                 correctness(&c, &kf);
                 correctness_r2(&c, &kf);
             }
@@ -108,6 +152,7 @@ int main(void) {
             measure_copy(&c);
             if (c.copy_gbs > 0 && !getenv("QC_W4_NO_TIMING")) {
                 t0 = qc_now_seconds();
+                if (k1.fn) timing1(&c, &k1, &kf);
                 timing(&c, &kf, &old);
                 printf("%s: timing cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             }

@@ -1,4 +1,4 @@
-# test_w4a16_frag_emu.py - plugins/w4a16/w4a16_gemv_frag.c's index and fragment math replayed on the CPU, no GPU needed.
+# test_w4a16_frag_emu.py - plugins/w4a16/w4a16_gemv_frag.c's index and fragment math (gemv_frag_sym and gemv1_sym) replayed on the CPU, no GPU needed.
 # A transcription (keep it in step with the kernel): the device's R rule from the grid, W4F_BOTH's both-tiles or
 # in-turn paths, each warp's chunk slice, each lane's code loads (byte offsets into the row-major packed rows, rows
 # clamped to n - 1), its scale words and their halves, its x loads (row m - 1 past m) as B registers,
@@ -250,6 +250,86 @@ def case(m, n, k, g, R_host, ks):
     return ok
 
 
+
+def gemv1_block(ctx, bx, ks):
+    """w4a16.gemv1_sym (m = 1): mma rows g = 8 segments of one 512-byte run of row ra, rows g + 8 of row rb; B column
+    g = x at segment g's codes; lane (g, g / 2) keeps D[g][g], D[g + 8][g]; warp sums in lane order, K split in warp
+    order."""
+    n, k, qb, sc, xb, y = ctx
+    ng, steps = k // 128, k // 1024
+    spw = (steps + ks - 1) // ks
+    n0 = bx * 4
+    tots = []
+    for warp in range(ks):
+        c0 = warp * spw
+        c1 = min(c0 + spw, steps)
+        acc = [[[0.0, 0.0] for _ in range(2)] for _ in range(32)]
+        for c in range(c0, c1):
+            for r in range(2):
+                ra, rb = min(n0 + 2 * r, n - 1), min(n0 + 2 * r + 1, n - 1)
+                part = [[0.0] * 4 for _ in range(32)]
+                for j in range(4):
+                    wa, wb, xp = [], [], []
+                    for lane in range(32):
+                        g, t = lane >> 2, lane & 3
+                        off = 64 * g + 16 * t + c * 512 + 4 * j
+                        wa.append(u32_at(qb, ra * (k // 2) + off))
+                        wb.append(u32_at(qb, rb * (k // 2) + off))
+                        xo = 128 * g + 32 * t + c * 1024 + 8 * j
+                        xp.append([(bf16_bits_to_f(xb[xo + 2 * i]), bf16_bits_to_f(xb[xo + 2 * i + 1])) for i in range(4)])
+                    for h in range(2):
+                        A = [[pair(wa[l] >> (8 * h)), pair(wb[l] >> (8 * h)), pair(wa[l] >> (8 * h + 4)),
+                              pair(wb[l] >> (8 * h + 4))] for l in range(32)]
+                        B = [[xp[l][2 * h], xp[l][2 * h + 1]] for l in range(32)]
+                        mma(part, A, B)
+                for lane in range(32):
+                    g = lane >> 2
+                    odd = g & 1
+                    sa, sb = f16_to_f(sc[ra * ng + 8 * c + g]), f16_to_f(sc[rb * ng + 8 * c + g])
+                    acc[lane][r][0] += sa * (part[lane][1] if odd else part[lane][0])
+                    acc[lane][r][1] += sb * (part[lane][3] if odd else part[lane][2])
+        tot = [[0.0, 0.0], [0.0, 0.0]]
+        for lane in range(32):
+            g, t = lane >> 2, lane & 3
+            if t == g >> 1:
+                for r in range(2):
+                    for e in range(2):
+                        tot[r][e] += acc[lane][r][e]
+        tots.append(tot)
+    for r in range(2):
+        for e in range(2):
+            row = n0 + 2 * r + e
+            if row < n:
+                y[row] = sum(tots[w][r][e] for w in range(ks))
+
+
+def case1(n, k, ks):
+    ng = k // 128
+    q = rng.integers(0, 16, size=(n, k))
+    sc16 = (rng.normal(size=(n, ng)) * 0.05).astype(np.float16)
+    x = rng.normal(size=k).astype(np.float32)
+    xbits = (x.view(np.uint32) >> 16).astype(np.uint32)
+    xval = (xbits << 16).view(np.float32).astype(np.float64)
+    qb = np.zeros(n * k // 2, np.uint8)
+    for j in range(n):
+        r8 = q[j].reshape(-1, 8)
+        qb[j * (k // 2):(j + 1) * (k // 2)] = np.stack([r8[:, 0] | (r8[:, 2] << 4), r8[:, 4] | (r8[:, 6] << 4),
+                                                       r8[:, 1] | (r8[:, 3] << 4), r8[:, 5] | (r8[:, 7] << 4)],
+                                                      axis=1).reshape(-1).astype(np.uint8)
+    W = (q - 8) * sc16.astype(np.float64).repeat(128, axis=1)
+    ref = W @ xval
+    y = np.full(n, np.nan)
+    ctx = (n, k, qb, [int(v) for v in sc16.view(np.uint16).reshape(-1)], [int(v) for v in xbits], y)
+    for bx in range((n + 3) // 4):
+        gemv1_block(ctx, bx, ks)
+    left = int(np.isnan(y).sum())
+    mag = np.abs(W) @ np.abs(xval)
+    worst = float(np.nanmax(np.abs(y - ref) / (mag * 1e-12 + 1e-300)))
+    ok = left == 0 and worst <= 1.0
+    print("test_w4a16_frag_emu: gemv1 n=%3d k=%4d KS=%d: %s, worst |d|/(1e-12 sum|xw|) %.3g%s" %
+          (n, k, ks, "ok" if ok else "FAIL", worst, "" if left == 0 else ", %d outputs unwritten" % left))
+    return ok
+
 cases = [
     # m, n, k, g, host R, KS: R = 1 and 2, g 32/64/128, m across the n8 tiles, ragged K slices and warps with
     # no chunk (k 384 = 3 chunks over KS 4), n with a half tile (24, 40) and a clamped second tile (72 at R 2)
@@ -271,8 +351,13 @@ cases = [
     (10, 40, 384, 64, 2, 4),
     (11, 72, 256, 32, 2, 2),
 ]
+# w4a16.gemv1_sym: n with a clamped last block (n % 4 != 0 here, though the format keeps n % 8), K splits with a
+# ragged or empty last warp (3 steps over KS 2 and 4)
+cases1 = [(8, 1024, 1), (6, 2048, 2), (5, 3072, 2), (12, 3072, 4), (3, 1024, 1)]
 bad = 0
 for c in cases:
     bad += 0 if case(*c) else 1
-print("test_w4a16_frag_emu: %d of %d cases out of tolerance" % (bad, len(cases)))
+for c in cases1:
+    bad += 0 if case1(*c) else 1
+print("test_w4a16_frag_emu: %d of %d cases out of tolerance" % (bad, len(cases) + len(cases1)))
 sys.exit(1 if bad else 0)
