@@ -8,7 +8,7 @@ from run_probe import *
 
 out = sys.argv[1] if len(sys.argv) > 1 else "."
 torch.cuda.init(); torch.zeros(1, device="cuda")
-src = open(os.path.join(HERE, "w4f_gemv.cu")).read() + open(os.path.join(HERE, os.environ.get("VAR_TAIL", "w4f_var_tail.cu"))).read()
+src = open(os.path.join(HERE, "w4f_gemv.cu")).read() + "".join(open(os.path.join(HERE, t)).read() for t in os.environ.get("VAR_TAIL", "w4f_var_tail.cu").split(","))
 open("/tmp/w4f_var.cu", "w").write(src)
 gm = Module(compile_cubin("/tmp/w4f_var.cu"))
 sm = Module(compile_cubin(os.path.join(HERE, "w4_stream.cu")))
@@ -66,6 +66,17 @@ for name, (n, k) in shapes.items():
             kmin = var[5] if len(var) > 5 else 256  # codes a warp's K slice holds at least
             if NB != nb: continue
             f = gm.fn(vn)
+            if rpb == "persist":  # persistent warps: kss lists groups (4 rows) a warp, var[5] warps a block
+                wpb, groups = var[5], (n + 3) // 4
+                for gpw in kss:
+                    blocks = (groups + gpw * wpb - 1) // (gpw * wpb)
+                    run = lambda c, yy=y, f=f, blocks=blocks, wpb=wpb, gpw=gpw, xm=xm, m=m: launch(f, blocks, 32 * wpb, [(P, xm.data_ptr()), (P, ws[c].data_ptr()), (P, ss[c].data_ptr()), (P, yy.data_ptr()), (I, m), (I, n), (I, k), (I, gpw)])
+                    y.fill_(float("nan")); run(0); torch.cuda.synchronize()
+                    d = (y[: m * n] - yref[: m * n]).abs().max().item()
+                    scale = yref[: m * n].abs().max().item()
+                    tg, tm = time_graph(run, copies), time_memset(run, flush)
+                    rows.append({"shape": name, "m": m, "kernel": f"{vn} GPW={gpw}", "graph_us": tg, "memset_us": tm, "floor_us": floor, "max_diff": d / max(scale, 1e-30)})
+                continue
             blocks = (n + rpb - 1) // rpb
             for ks in kss:
                 if k < kmin * ks: continue
