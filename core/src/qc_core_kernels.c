@@ -54,6 +54,7 @@ static int not_for_selection(const qc_problem *p, qc_reason *why) {
 
 static const char CORE_SRC[] =
     "/* qcore core kernels: f32 rmsnorm, rope, swiglu, embedding gather, argmax */\n"
+    QC_CUDA_GRID_DEP_SRC
     "__device__ float qc_block_sum(float v) {\n"
     "    __shared__ float part[32];\n"
     "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
@@ -150,6 +151,7 @@ static const char CORE_SRC[] =
     "   never wins; a row of NaN gives -1 */\n"
     "extern \"C\" __global__ void __launch_bounds__(1024) qc_argmax_f32(const float *x, int *ids, long long m,\n"
     "                                                                  long long n) {\n"
+    "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    __shared__ float sv[32];\n"
     "    __shared__ int si[32];\n"
     "    long long r = blockIdx.x;\n"
@@ -622,7 +624,7 @@ static qc_kernel_desc core_kernel(const char *id, const qc_kernel_param *params,
 }
 
 qc_status qc_core_kernels_register(const qc_host_api *api, qc_host *host, void (*bf16_linear_ref)(void)) {
-    const qc_kernel_desc core[] = {
+    qc_kernel_desc core[] = {
         core_kernel("core.rmsnorm", RMSNORM_PARAMS, N_OF(RMSNORM_PARAMS), (void (*)(void))rmsnorm_ref,
                     "qc_rmsnorm_f32", rmsnorm_dims),
         core_kernel("core.rope_pairs", ROPE_PARAMS, N_OF(ROPE_PARAMS), (void (*)(void))rope_pairs_ref,
@@ -636,6 +638,7 @@ qc_status qc_core_kernels_register(const qc_host_api *api, qc_host *host, void (
         core_kernel("core.argmax", ARGMAX_PARAMS, N_OF(ARGMAX_PARAMS), (void (*)(void))argmax_ref, "qc_argmax_f32",
                     argmax_dims),
     };
+    core[5].flags = QC_KERNEL_GRID_DEP; /* core.argmax: qc_grid_dep() first */
     /* the linear first: format selection walks kernels in registration order */
     qc_kernel_desc linear = {
         .struct_size = sizeof linear,

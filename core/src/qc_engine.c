@@ -152,6 +152,7 @@ struct qc_engine {
     qc_model *plan_model;      /* the model whose prepared formats the plan may use */
     int loaded;                /* qc_engine_create finished */
     int fuse_quant;            /* QC_FUSE_QUANT (default 1): W8A8 activations quantized by add_rmsnorm / swiglu */
+    int grid_dep;              /* QC_PDL (default 1): programmatic dependent launch for QC_KERNEL_GRID_DEP kernels */
 };
 
 /* ---- small helpers ---- */
@@ -381,6 +382,12 @@ static void trace_block(qc_engine *e, const eng_linear *L) {
 static int reads_f32(const eng_choice *c) { return has_param(c->k, "x") || (c->quant && has_param(c->quant, "x")); }
 
 /* QC_FUSE_QUANT=0: every W8A8 linear runs its format's quantizer on its own (A/B checks) */
+/* programmatic dependent launch (QC_KERNEL_GRID_DEP kernels, sm_90+): on unless QC_PDL=0 */
+static int grid_dep_env(void) {
+    const char *v = getenv("QC_PDL");
+    return !(v && strcmp(v, "0") == 0);
+}
+
 static int fuse_quant_env(void) {
     const char *fq = getenv("QC_FUSE_QUANT");
     return !(fq && strcmp(fq, "0") == 0);
@@ -1393,6 +1400,7 @@ qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_en
     e->qkv_n = e->q_dim + 2 * e->kv_dim;
     e->use_graphs = o->graphs;
     e->fuse_quant = fuse_quant_env();
+    e->grid_dep = qc_gpu_set_grid_dep(g, grid_dep_env());
     e->rope_halves = o->model ? o->model->rope == QC_ROPE_HALVES : 1;
     e->kv_elem = 2;
     const char *ids[K_COUNT];
@@ -1490,6 +1498,7 @@ struct qc_eplan *qc_engine_plan_only(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, co
     e->fmt = qc_format_find(rt, "bf16");
     e->sm = qc_gpu_get_info(g)->sm;
     e->fuse_quant = fuse_quant_env(); /* the timings count what a step runs */
+    e->grid_dep = qc_gpu_set_grid_dep(g, grid_dep_env());
     e->max_seqs = o->max_seqs > 0 ? o->max_seqs : 64;
     e->max_step = o->max_step_tokens > 0 ? o->max_step_tokens : 2048;
     if (e->max_step < e->max_seqs) e->max_step = e->max_seqs;
@@ -1949,6 +1958,7 @@ void qc_engine_get_stats(const qc_engine *e, qc_engine_stats *out) {
     out->kv_elem_bytes = e->kv_elem;
     out->kv_budget_bytes = e->kv_budget_bytes;
     out->graphs_captured = e->n_graphs;
+    out->grid_dep = e->grid_dep;
     const eng_linear *all[4];
     for (int b = 0; b < e->s.n_layers; b++) {
         all[0] = &e->layers[b].qkv, all[1] = &e->layers[b].o, all[2] = &e->layers[b].gate_up, all[3] = &e->layers[b].down;

@@ -92,6 +92,7 @@ typedef struct qc_engine_stats {
                                      max_seqs x max_context (the capacity a server would get) */
     size_t kv_blocks_free;
     int graphs_captured;
+    int grid_dep;                 /* 1: QC_KERNEL_GRID_DEP kernels launch with programmatic serialization */
     uint64_t launches;            /* kernel launches since the engine was made (graph replays not counted) */
     size_t trace_events;          /* events written to QCORE_TRACE so far (one per launch) */
     const char *kv_format;        /* "bf16" or the KV format's name */

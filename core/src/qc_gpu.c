@@ -29,6 +29,24 @@ typedef unsigned long long CUdeviceptr;
 /* a block gets this much dynamic shared memory without opting in */
 #define SMEM_OPTIN_FROM (16u * 1024u)
 
+/* cuLaunchKernelEx's configuration (cuda.h since CUDA 12.0; the attribute value is a 64-byte union) */
+typedef struct cu_launch_attr {
+    int id;
+    char pad[4];
+    union {
+        char bytes[64];
+        int i;
+    } value;
+} cu_launch_attr;
+typedef struct cu_launch_config {
+    unsigned grid[3], block[3], smem;
+    CUstream stream;
+    cu_launch_attr *attrs;
+    unsigned n_attrs;
+} cu_launch_config;
+typedef CUresult (*cu_launch_ex_fn)(const cu_launch_config *, CUfunction, void **, void **);
+#define CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION 6
+
 typedef struct cu_api {
     CUresult (*cuInit)(unsigned);
     CUresult (*cuDriverGetVersion)(int *);
@@ -143,6 +161,7 @@ struct qc_gpu {
     qc_gpu_launch_hook hook;
     void *hook_ctx;
     uint64_t launches;
+    cu_launch_ex_fn launch_ex; /* set: QC_KERNEL_GRID_DEP kernels launch with programmatic serialization */
 };
 
 /* ---- errors ---- */
@@ -627,26 +646,50 @@ qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *d, void *
     if (!d->grid[0] || !d->grid[1] || !d->grid[2]) return QC_OK;
     CUfunction f = (CUfunction)(void *)fn;
     const qc_kernel_desc *hk = NULL;
-    if (g->hook) {
+    if (g->hook || g->launch_ex) {
         pthread_mutex_lock(&g->mu);
         for (size_t i = 0; i < g->n_fns && !hk; i++)
             if (g->fns[i].fn == f) hk = g->fns[i].desc;
         pthread_mutex_unlock(&g->mu);
-        g->hook(g->hook_ctx, hk, argv, d, 0);
+        if (g->hook) g->hook(g->hook_ctx, hk, argv, d, 0);
     }
     /* the 48 KiB default bounds static + dynamic shared memory together, so a kernel with static shared memory
      * needs the opt-in below 48 KiB of dynamic: asked for from 16 KiB on (one cheap driver call) */
     if (d->shared_bytes > SMEM_OPTIN_FROM && smem_optin(g, f, d->shared_bytes, err, errlen))
         return QC_ERR_UNSUPPORTED;
-    if (cu_fail(g,
-                g->cu.cuLaunchKernel(f, d->grid[0], d->grid[1], d->grid[2], d->block[0], d->block[1], d->block[2],
-                                     d->shared_bytes, g->stream, argv, NULL),
-                err, errlen, "cuLaunchKernel (grid %ux%ux%u, block %ux%ux%u, %u B shared)", d->grid[0], d->grid[1],
-                d->grid[2], d->block[0], d->block[1], d->block[2], d->shared_bytes))
+    CUresult r;
+    if (g->launch_ex && hk && qc_kernel_grid_dep(hk)) {
+        /* the kernel waits for its predecessors itself (griddepcontrol.wait): its blocks may start early */
+        cu_launch_attr a;
+        memset(&a, 0, sizeof a);
+        a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        a.value.i = 1;
+        cu_launch_config c = {{d->grid[0], d->grid[1], d->grid[2]}, {d->block[0], d->block[1], d->block[2]},
+                              d->shared_bytes, g->stream, &a, 1};
+        r = g->launch_ex(&c, f, argv, NULL);
+    } else {
+        r = g->cu.cuLaunchKernel(f, d->grid[0], d->grid[1], d->grid[2], d->block[0], d->block[1], d->block[2],
+                                 d->shared_bytes, g->stream, argv, NULL);
+    }
+    if (cu_fail(g, r, err, errlen, "%s (grid %ux%ux%u, block %ux%ux%u, %u B shared)",
+                g->launch_ex && hk && qc_kernel_grid_dep(hk) ? "cuLaunchKernelEx" : "cuLaunchKernel", d->grid[0],
+                d->grid[1], d->grid[2], d->block[0], d->block[1], d->block[2], d->shared_bytes))
         return QC_ERR_INTERNAL;
     g->launches++;
     if (g->hook) g->hook(g->hook_ctx, hk, argv, d, 1);
     return QC_OK;
+}
+
+int qc_kernel_grid_dep(const qc_kernel_desc *k) {
+    return k && k->struct_size >= offsetof(qc_kernel_desc, flags) + sizeof k->flags && (k->flags & QC_KERNEL_GRID_DEP);
+}
+
+int qc_gpu_set_grid_dep(qc_gpu *g, int on) {
+    if (!g) return 0;
+    g->launch_ex = NULL;
+    /* griddepcontrol is sm_90's; the driver entry point is CUDA 12.0's */
+    if (on && g->info.sm >= 90) g->launch_ex = (cu_launch_ex_fn)qc_gpu_driver_symbol(g, "cuLaunchKernelEx");
+    return g->launch_ex != NULL;
 }
 
 void qc_gpu_set_launch_hook(qc_gpu *g, qc_gpu_launch_hook hook, void *ctx) {

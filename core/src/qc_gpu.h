@@ -119,6 +119,15 @@ qc_status qc_gpu_launch_kernel(qc_gpu *g, const qc_kernel_desc *k, qc_gpu_fn fn,
 typedef void (*qc_gpu_launch_hook)(void *ctx, const qc_kernel_desc *k, void **argv, const qc_launch_dims *d,
                                    int after);
 void qc_gpu_set_launch_hook(qc_gpu *g, qc_gpu_launch_hook hook, void *ctx);
+
+/* Programmatic dependent launch: with on, qc_gpu_launch launches kernels
+ * whose descriptor has QC_KERNEL_GRID_DEP with programmatic stream
+ * serialization (their blocks may start while the kernel before finishes).
+ * Only on sm_90+ with a driver that has cuLaunchKernelEx; returns whether it
+ * is on.  Off by default; the engine turns it on (QC_PDL=0 keeps it off). */
+int qc_gpu_set_grid_dep(qc_gpu *g, int on);
+/* whether a descriptor states QC_KERNEL_GRID_DEP (and is new enough to) */
+int qc_kernel_grid_dep(const qc_kernel_desc *k);
 /* Launches made by this context so far (empty grids excluded). */
 uint64_t qc_gpu_launch_count(const qc_gpu *g);
 

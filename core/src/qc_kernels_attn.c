@@ -76,6 +76,7 @@
 
 #define ATTN_COMMON \
     "/* qcore paged attention: shared definitions (bf16 KV cache, mma.sync m16n8k16) */\n" \
+    QC_CUDA_GRID_DEP_SRC \
     "#define QC_KVB 16           /* tokens per KV block */\n" \
     "#define QC_DEC_WARPS " STR(DEC_WARPS) "\n" \
     "#define QC_DEC_SLOTS " STR(DEC_SLOTS) "\n" \
@@ -414,6 +415,7 @@ static const char DECODE_SRC[] = ATTN_COMMON
     "    qc_attn_decode(const float *q, const unsigned short *k_cache, const unsigned short *v_cache,\n"
     "                   const int *block_tables, const int *ctx_lens, float *out, float *work, int n_seqs, int n_heads,\n"
     "                   int n_kv_heads, int head_dim, int max_blocks, float scale) {\n"
+    "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    __shared__ __align__(16) float sm[QC_DEC_WARPS * 16 * (128 + 4 * QC_ATTN_SWZ) + 2 * QC_DEC_WARPS * 16];\n"
     "    if (!qc_attn_shape_ok(n_heads, n_kv_heads, head_dim) || max_blocks <= 0) {\n"
     "        /* an unsupported shape: every output is NaN (the engine checks first) */\n"
@@ -436,6 +438,7 @@ static const char DECODE_SRC[] = ATTN_COMMON
     "extern \"C\" __global__ void __launch_bounds__(128)\n"
     "    qc_attn_decode_reduce(const int *ctx_lens, float *out, const float *work, int n_seqs, int n_heads,\n"
     "                          int n_kv_heads, int head_dim, int max_blocks) {\n"
+    "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    __shared__ float wts[QC_DEC_MAX_PARTS];\n"
     "    __shared__ float inv_l;\n"
     "    const int h = blockIdx.x, seq = blockIdx.y;\n"
@@ -995,6 +998,7 @@ qc_status qc_attn_kernels_register(const qc_host_api *api, qc_host *host) {
         qc_core_kernel_desc("core.attn_prefill", PREFILL_PARAMS, N_OF(PREFILL_PARAMS), (void (*)(void))attn_prefill_ref,
                     PREFILL_SRC, "qc_attn_prefill", prefill_pdims),
     };
+    ks[1].flags = ks[2].flags = QC_KERNEL_GRID_DEP; /* the decode pair: qc_grid_dep() first */
     /* QC_ATTN_DEC_SWZ=0: the decode (and its reduce, one build) with the old warp-combine layout, 16-way bank
      * conflicts on its shared stores; the conflict-free default measured 17.2 -> 13.8 us at B 1 x 1K (H200, s7) */
     static const char *const swz_opts[] = {"-DQC_ATTN_SWZ=0", NULL};

@@ -42,6 +42,7 @@ static void dims(qc_launch_dims *d, uint32_t gx, uint32_t gy, uint32_t block) {
 /* helpers of both sources */
 #define ENGINE_COMMON \
     "/* qcore engine kernels */\n" \
+    QC_CUDA_GRID_DEP_SRC \
     "#define QC_KV_BLOCK 16\n" \
     "__device__ __forceinline__ float qc_bf(unsigned short h) { return __uint_as_float((unsigned)h << 16); }\n" \
     "__device__ __forceinline__ unsigned short qc_tobf(float f) {\n" \
@@ -67,6 +68,7 @@ static const char ENGINE_SRC[] =
     "/* one block per token: y = bf16 table row; an id outside [0, vocab) gives NaN */\n"
     "extern \"C\" __global__ void qc_embed_bf16(const unsigned short *table, const int *ids, float *y, long long m,\n"
     "                                          long long n, long long vocab) {\n"
+    "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    long long r = blockIdx.x;\n"
     "    if (r >= m) return;\n"
     "    long long id = ids[r];\n"
@@ -85,6 +87,7 @@ static const char ENGINE_SRC[] =
     "                                           const int *pos, const float *inv_freq, const float *q_norm,\n"
     "                                           const float *k_norm, long long m, int heads, int kv_heads, int d,\n"
     "                                           int halves, float eps) {\n"
+    "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    long long r = blockIdx.x;\n"
     "    int j = blockIdx.y, i = threadIdx.x, half = d / 2;\n"
     "    if (r >= m) return;\n"
@@ -128,6 +131,7 @@ static const char ENGINE_SRC[] =
     "\n"
     "/* y = bf16(x) */\n"
     "extern \"C\" __global__ void qc_cast_bf16(const float *x, unsigned short *y, long long count) {\n"
+    "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    long long step = (long long)gridDim.x * blockDim.x;\n"
     "    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < count; t += step) y[t] = qc_tobf(x[t]);\n"
     "}\n"
@@ -333,6 +337,7 @@ static const char ROW_SRC[] =
     "extern \"C\" __global__ void __launch_bounds__(1024) qc_add_rmsnorm(float *x, const float *h, const float *w,\n"
     "                                                               float *y, unsigned short *yb, const int *idx,\n"
     "                                                               long long m, long long n, float eps) {\n"
+    "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    qc_add_rmsnorm_t<0>(x, h, w, y, yb, idx, 0, 0, m, n, eps);\n"
     "}\n"
     "#endif\n"
@@ -342,6 +347,7 @@ static const char ROW_SRC[] =
     "                                                                     const int *idx, unsigned char *xq, float *xs,\n"
     "                                                                     float *y, unsigned short *yb, long long m,\n"
     "                                                                     long long n, float eps, int recipe) {\n"
+    "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    switch (recipe) {\n"
     "    case QC_M_E4M3_TOKEN: qc_add_rmsnorm_t<QC_M_E4M3_TOKEN>(x, h, w, y, yb, idx, xq, xs, m, n, eps); break;\n"
     "    case QC_M_E4M3_G128: qc_add_rmsnorm_t<QC_M_E4M3_G128>(x, h, w, y, yb, idx, xq, xs, m, n, eps); break;\n"
@@ -393,6 +399,7 @@ static const char ROW_SRC[] =
     "extern \"C\" __global__ void __launch_bounds__(1024) qc_swiglu_ld(const float *g, const float *u, long long ld,\n"
     "                                                             float *y, unsigned short *yb, long long m,\n"
     "                                                             long long n) {\n"
+    "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    qc_swiglu_t<0>(g, u, ld, y, yb, 0, 0, m, n);\n"
     "}\n"
     "#endif\n"
@@ -401,6 +408,7 @@ static const char ROW_SRC[] =
     "                                                                unsigned char *xq, float *xs, float *y,\n"
     "                                                                unsigned short *yb, long long m, long long n,\n"
     "                                                                int recipe) {\n"
+    "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    switch (recipe) {\n"
     "    case QC_M_E4M3_TOKEN: qc_swiglu_t<QC_M_E4M3_TOKEN>(g, u, ld, y, yb, xq, xs, m, n); break;\n"
     "    case QC_M_E4M3_G128: qc_swiglu_t<QC_M_E4M3_G128>(g, u, ld, y, yb, xq, xs, m, n); break;\n"
@@ -435,6 +443,7 @@ static const char ROW_SRC[] =
     "extern \"C\" __global__ void __launch_bounds__(1024) qc_cast_quant(const float *x, unsigned char *xq, float *xs,\n"
     "                                                              unsigned short *yb, long long m, long long n,\n"
     "                                                              int recipe) {\n"
+    "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    switch (recipe) {\n"
     "    case QC_M_E4M3_TOKEN: qc_cast_quant_t<QC_M_E4M3_TOKEN>(x, yb, xq, xs, m, n); break;\n"
     "    case QC_M_E4M3_G128: qc_cast_quant_t<QC_M_E4M3_G128>(x, yb, xq, xs, m, n); break;\n"
@@ -718,10 +727,13 @@ static const qc_kernel_param FILL_PARAMS[] = {
     {"w", QC_PARAM_PTR}, {"count", QC_PARAM_I64}, {"seed", QC_PARAM_I64}, {"scale", QC_PARAM_F32},
 };
 
+/* flags: QC_KERNEL_GRID_DEP where the entry calls qc_grid_dep() first */
 static qc_kernel_desc engine_kernel(const char *id, const qc_kernel_param *params, uint32_t n_params,
                                     void (*reference)(void), const char *entry,
-                                    void (*launch)(const qc_problem *, qc_launch_dims *)) {
-    return qc_core_kernel_desc(id, params, n_params, reference, ENGINE_SRC, entry, launch);
+                                    void (*launch)(const qc_problem *, qc_launch_dims *), uint32_t flags) {
+    qc_kernel_desc k = qc_core_kernel_desc(id, params, n_params, reference, ENGINE_SRC, entry, launch);
+    k.flags = flags;
+    return k;
 }
 
 /* a row kernel: ROW_SRC built with its entry's macro only */
@@ -729,6 +741,7 @@ static qc_kernel_desc row_kernel(const char *id, const qc_kernel_param *params, 
                                  void (*reference)(void), const char *entry, const char *const *options) {
     qc_kernel_desc k = qc_core_kernel_desc(id, params, n_params, reference, ROW_SRC, entry, vec_rows_dims);
     k.nvrtc_options = options;
+    k.flags = QC_KERNEL_GRID_DEP; /* every row entry calls qc_grid_dep() first */
     return k;
 }
 static const char *const OPT_NORM[] = {"-DQC_ROW_NORM", NULL}, *const OPT_NORM_Q[] = {"-DQC_ROW_NORM_Q", NULL};
@@ -740,13 +753,13 @@ static const char *const OPT_CAST_Q[] = {"-DQC_ROW_CAST_Q", NULL};
 qc_status qc_engine_kernels_register(const qc_host_api *api, qc_host *host) {
     const qc_kernel_desc ks[] = {
         engine_kernel("core.embed_bf16", EMBED_BF16_PARAMS, N_OF(EMBED_BF16_PARAMS), (void (*)(void))embed_bf16_ref,
-                      "qc_embed_bf16", rows_dims),
+                      "qc_embed_bf16", rows_dims, QC_KERNEL_GRID_DEP),
         row_kernel("core.add_rmsnorm", ADD_RMSNORM_PARAMS, N_OF(ADD_RMSNORM_PARAMS), (void (*)(void))add_rmsnorm_ref,
                    "qc_add_rmsnorm", OPT_NORM),
         row_kernel("core.add_rmsnorm_quant", ADD_RMSNORM_Q_PARAMS, N_OF(ADD_RMSNORM_Q_PARAMS),
                    (void (*)(void))add_rmsnorm_quant_ref, "qc_add_rmsnorm_quant", OPT_NORM_Q),
         engine_kernel("core.qkv_rope_kv", QKV_PARAMS, N_OF(QKV_PARAMS), (void (*)(void))qkv_rope_kv_ref,
-                      "qc_qkv_rope_kv", qkv_dims),
+                      "qc_qkv_rope_kv", qkv_dims, QC_KERNEL_GRID_DEP),
         row_kernel("core.swiglu_ld", SWIGLU_LD_PARAMS, N_OF(SWIGLU_LD_PARAMS), (void (*)(void))swiglu_ld_ref,
                    "qc_swiglu_ld", OPT_SWIGLU),
         row_kernel("core.swiglu_quant", SWIGLU_Q_PARAMS, N_OF(SWIGLU_Q_PARAMS), (void (*)(void))swiglu_quant_ref,
@@ -754,9 +767,9 @@ qc_status qc_engine_kernels_register(const qc_host_api *api, qc_host *host) {
         row_kernel("core.cast_quant", CAST_Q_PARAMS, N_OF(CAST_Q_PARAMS), (void (*)(void))cast_quant_ref,
                    "qc_cast_quant", OPT_CAST_Q),
         engine_kernel("core.cast_bf16", CAST_PARAMS, N_OF(CAST_PARAMS), (void (*)(void))cast_bf16_ref, "qc_cast_bf16",
-                      elem_dims),
+                      elem_dims, QC_KERNEL_GRID_DEP),
         engine_kernel("core.fill_random_bf16", FILL_PARAMS, N_OF(FILL_PARAMS), (void (*)(void))fill_random_bf16_ref,
-                      "qc_fill_random_bf16", elem_dims),
+                      "qc_fill_random_bf16", elem_dims, 0),
     };
     qc_status st = QC_OK;
     for (size_t i = 0; st == QC_OK && i < sizeof ks / sizeof ks[0]; i++) st = api->register_kernel(host, &ks[i]);

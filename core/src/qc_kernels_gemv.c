@@ -261,6 +261,7 @@ static const qc_kernel_param GEMV_PARAMS[] = {
  */
 static const char GEMV_BX_SRC[] =
     "/* qcore bf16 gemv, bf16 x: y[m,n] = x[m,k] . W[n,k]^T for m <= 16, f32 accumulate */\n"
+    QC_CUDA_GRID_DEP_SRC
     "#define BX_WARPS 8\n"
     "#define BX_R 2\n"
     "__device__ __forceinline__ uint4 qc_ld_w(const unsigned short *p) {\n"
@@ -334,6 +335,7 @@ static const char GEMV_BX_SRC[] =
     "}\n"
     "extern \"C\" __global__ void __launch_bounds__(256) qc_bf16_linear_gemv_bx(const unsigned short *x,\n"
     "        const unsigned short *w, float *y, long long m, long long n, long long k) {\n"
+    "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    if (m <= 0 || m > 16 || n <= 0) return;\n"
     "    if (m <= 1) qc_gemv_bx<1, 8>(x, w, y, m, n, k);\n"
     "    else if (m <= 2) qc_gemv_bx<2, 8>(x, w, y, m, n, k);\n"
@@ -394,6 +396,7 @@ qc_status qc_gemv_kernels_register(const qc_host_api *api, qc_host *host, void (
     bx.cuda_entry = "qc_bf16_linear_gemv_bx";
     bx.launch_dims = gemv_bx_dims;
     bx.eligible = gemv_bx_eligible;
+    bx.flags = QC_KERNEL_GRID_DEP; /* qc_grid_dep() first */
     /* the bf16-x one first: at equal M ranges the engine takes the first registered */
     qc_status st = api->register_kernel(host, &bx);
     return st == QC_OK ? api->register_kernel(host, &k) : st;

@@ -478,7 +478,8 @@ int cmd_bench(int argc, char **argv) {
     qc_engine_get_stats(e, &st);
     printf("\nkernels per linear layer (m = rows of the step):\n");
     qc_engine_print_kernels(e, stdout);
-    printf("CUDA graphs captured: %d\n", st.graphs_captured);
+    printf("CUDA graphs captured: %d; programmatic dependent launch: %s\n", st.graphs_captured,
+           st.grid_dep ? "on (QC_PDL=0 turns it off)" : "off");
     const char *trace = getenv("QCORE_TRACE");
     printf("kernel launches: %llu (graph replays not counted)", (unsigned long long)st.launches);
     if (trace && *trace)

@@ -73,6 +73,7 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
 
 /* The device helpers both GEMVs share: mma, the code pair, f16 scale, the streamed code load. */
 #define W4F_HELPERS                                                                                               \
+    QC_CUDA_GRID_DEP_SRC                                                                                          \
     "typedef unsigned int u32;\n"                                                                                 \
     "typedef unsigned short u16;\n"                                                                               \
     "typedef unsigned char u8;\n"                                                                                 \
@@ -246,6 +247,7 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "    for (int nb = 0; nb < NB; nb++) xr[nb] += c0 * 128;\n"                                                   \
     "    W4fStage<R, NB> s0, s1;\n"                                                                               \
     "    if (c0 < c1) w4f_load<GW, R, NB>(s0, 0, qa, dq, sa, ds);\n"                                              \
+    "    qc_grid_wait(); /* codes and scales are never written: x, y, red only from here on */\n"              \
     "    for (ll c = c0; c < c1; c += 2) {\n"                                                                     \
     "        if (c + 1 < c1) w4f_load<GW, R, NB>(s1, 1, qa, dq, sa, ds);\n"                                       \
     "        w4f_compute<GW, R, NB>(s0, acc, 0, xr);\n"                                                           \
@@ -307,6 +309,7 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
     "extern \"C\" __global__ void __launch_bounds__(512) qc_w4f_gemv_sym(const u16 *x, const u8 *q, const u16 *s,\n" \
     "        float *y, ll m, ll n, ll k, ll gs) {\n"                                                              \
     "    extern __shared__ float red[];\n"                                                                        \
+    "    qc_grid_trigger(); /* the next kernel's blocks may start (they wait for this one) */\n"                \
     "    if (m <= 0 || m > 16 || n <= 0 || k <= 0 || (k & 127)) return;\n"                                        \
     "    /* the host's tile count: R = 1 gives 16-row blocks (then 16 gridDim >= n), R = 2 32-row ones */\n"      \
     "    const int R = (ll)gridDim.x * 16 >= n ? 1 : 2;\n"                                                        \
@@ -362,6 +365,7 @@ static const char W4F_SRC_SYM[] = W4F_SRC;
     "extern \"C\" __global__ void __launch_bounds__(256, 2) qc_w4g_gemv1_sym(const u16 *x, const u8 *q, const u16 *sc,\n" \
     "        float *y, ll m, ll n, ll k, ll gs) {\n" \
     "    extern __shared__ float red[];\n" \
+    "    qc_grid_trigger(); /* the next kernel's blocks may start (they wait for this one) */\n" \
     "    if (m != 1 || n <= 0 || k <= 0 || (k & 1023) || gs != 128) return;\n" \
     "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;\n" \
     "    const int ks = blockDim.x >> 5;\n" \
@@ -387,6 +391,7 @@ static const char W4F_SRC_SYM[] = W4F_SRC;
     "    /* two register stages, loaded one step ahead; unrolled by two so that no stage is copied */\n" \
     "    W4gStage s0, s1;\n" \
     "    if (c0 < c1) w4g_load(s0, 0, qa, dq, sp, ds);\n" \
+    "    qc_grid_wait(); /* codes and scales are never written: x, y, red only from here on */\n" \
     "    for (ll c = c0; c < c1; c += 2) {\n" \
     "        if (c + 1 < c1) w4g_load(s1, 1, qa, dq, sp, ds);\n" \
     "        w4g_compute(s0, acc, 0, xr, odd);\n" \
@@ -660,6 +665,7 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
         .cuda_entry = "qc_w4g_gemv1_sym",
         .launch_dims = w4g_dims,
         .eligible = w4g_el_sym,
+        .flags = QC_KERNEL_GRID_DEP, /* the first stage of codes and scales loads before qc_grid_wait */
     };
     qc_status st = api->register_kernel(host, &d1);
     if (st != QC_OK) return st;
@@ -678,6 +684,7 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
         .cuda_entry = "qc_w4f_gemv_sym",
         .launch_dims = w4f_dims,
         .eligible = w4f_el_sym,
+        .flags = QC_KERNEL_GRID_DEP, /* the first stage of codes and scales loads before qc_grid_wait */
     };
     return api->register_kernel(host, &d);
 }

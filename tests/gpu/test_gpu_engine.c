@@ -1,4 +1,4 @@
-/* test_gpu_engine.c - the GPU engine on a small synthetic model: prefill vs decode vs batched vs graphs agree; bad steps fail cleanly. */
+/* test_gpu_engine.c - the GPU engine on a small synthetic model: prefill vs decode vs batched vs graphs vs programmatic launch agree; bad steps fail cleanly. */
 #define _GNU_SOURCE
 #include <math.h>
 
@@ -77,15 +77,36 @@ int main(void) {
     for (int q = 0; q < 4; q++)
         for (int i = 0; i < 64; i++) prompts[q][i] = (int32_t)(qc_test_rng(&rng) % (uint64_t)V);
     float *alone = malloc((size_t)(D + 1) * V * 4), *graphed = malloc((size_t)(D + 1) * V * 4);
+    float *serial = malloc((size_t)(D + 1) * V * 4);
+    const char *pdl_env = getenv("QC_PDL");
+    char *pdl_saved = pdl_env ? strdup(pdl_env) : NULL;
     float *full = malloc((size_t)(P + D) * V * 4), *batched = malloc((size_t)4 * V * 4);
     int32_t gen[64], gen2[64];
-    for (int graphs = 0; graphs < 2 && rt; graphs++) {
+    /* pass 0: plain launches, 1: CUDA graphs, 2: CUDA graphs with programmatic dependent launch off (QC_PDL=0;
+     * passes 0 and 1 have it on where the GPU has it, sm_90+) */
+    for (int pass = 0; pass < 3 && rt; pass++) {
+        int graphs = pass > 0;
+        if (pass == 2) setenv("QC_PDL", "0", 1);
+        else unsetenv("QC_PDL");
         qc_engine_options eo = {.struct_size = sizeof eo, .shape = &s, .seed = 42, .max_seqs = 8, .max_context = 256,
                                 .max_step_tokens = 256, .graphs = graphs};
         qc_engine *e = qc_engine_create(rt, g, nv, &eo, err, sizeof err);
         CHECK(e != NULL, "engine (graphs %d): %s", graphs, err);
         if (!e) break;
-        if (graphs == 0) {
+        qc_engine_stats st0;
+        qc_engine_get_stats(e, &st0);
+        CHECK(st0.grid_dep == (pass < 2 && qc_gpu_get_info(g)->sm >= 90),
+              "pass %d: programmatic dependent launch %s on sm_%d", pass, st0.grid_dep ? "on" : "off",
+              qc_gpu_get_info(g)->sm);
+        if (pass == 2) {
+            /* the same kernels in the same order: PDL changes when blocks start, never a result */
+            if (run_alone(e, prompts[0], P, D, serial, gen2, V) == 0) {
+                int differ = memcmp(serial, graphed, (size_t)(D + 1) * V * 4) != 0;
+                printf("  programmatic dependent launch on vs off (graphs): logits %s\n",
+                       differ ? "DIFFER" : "identical bit for bit");
+                CHECK(!differ, "QC_PDL=0 changed the logits");
+            }
+        } else if (graphs == 0) {
             if (run_alone(e, prompts[0], P, D, alone, gen, V)) break;
             /* the same tokens as one prefill with every row's logits */
             int32_t seqtok[64];
@@ -173,6 +194,9 @@ int main(void) {
         }
         qc_engine_destroy(e);
     }
+    if (pdl_saved) setenv("QC_PDL", pdl_saved, 1);
+    else unsetenv("QC_PDL");
+    free(pdl_saved);
     /* a KV budget of a few blocks: capacity is counted and a step beyond it fails */
     if (rt) {
         qc_engine_options eo = {.struct_size = sizeof eo, .shape = &s, .seed = 1, .max_seqs = 4, .max_context = 256,
@@ -194,7 +218,7 @@ int main(void) {
             qc_engine_destroy(e);
         }
     }
-    free(alone), free(graphed), free(full), free(batched);
+    free(alone), free(graphed), free(serial), free(full), free(batched);
     qc_gpu_ledger_row tot = qc_gpu_ledger_get(g, QC_MEM_COUNT_);
     CHECK(tot.count == 0, "engines left %zu buffers (%zu bytes) allocated", tot.count, tot.resident);
     qc_runtime_close(rt);

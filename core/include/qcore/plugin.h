@@ -275,7 +275,35 @@ typedef struct qc_kernel_desc {
      *       1 when not > 0); xq = rint(clamp(x / sx, -127, 127)) (nearest
      *       even); a row with NaN or infinity: codes 0 and xs = NaN. */
     const char *act_recipe;
+    /* ---- appended for programmatic dependent launch (read only when struct_size covers it) ---- */
+    /* QC_KERNEL_GRID_DEP: every block of the CUDA entry executes
+     * griddepcontrol.wait (sm_90+; QC_CUDA_GRID_DEP_SRC's qc_grid_wait)
+     * before it reads anything an earlier kernel may write and before it
+     * writes anything; before that it reads only what no kernel writes
+     * (weights, scales).  The GPU engine may then launch it on sm_90+ with
+     * programmatic stream serialization, so that its blocks start while the
+     * kernel before it finishes (that kernel's qc_grid_trigger lets them).
+     * 0: launched in plain stream order. */
+    uint32_t flags;
 } qc_kernel_desc;
+#define QC_KERNEL_GRID_DEP 1u
+/* CUDA source for kernels (paste into cuda_source): qc_grid_trigger() lets
+ * the next kernel's blocks start (launch_dependents), qc_grid_wait() waits
+ * until the kernels before this one have finished and their writes are
+ * visible; both do nothing below sm_90.  qc_grid_dep() is both, for a
+ * kernel whose first statement may depend on the one before. */
+#define QC_CUDA_GRID_DEP_SRC                                                                                      \
+    "__device__ __forceinline__ void qc_grid_trigger() {\n"                                                      \
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n"                                                       \
+    "    asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n"                                  \
+    "#endif\n"                                                                                                   \
+    "}\n"                                                                                                        \
+    "__device__ __forceinline__ void qc_grid_wait() {\n"                                                         \
+    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n"                                                       \
+    "    asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"                                              \
+    "#endif\n"                                                                                                   \
+    "}\n"                                                                                                        \
+    "__device__ __forceinline__ void qc_grid_dep() { qc_grid_trigger(); qc_grid_wait(); }\n"
 #define QC_ACT_RECIPE_E4M3_TOKEN "e4m3.token"
 #define QC_ACT_RECIPE_E4M3_G128 "e4m3.group128"
 #define QC_ACT_RECIPE_INT8_TOKEN "int8.token"
