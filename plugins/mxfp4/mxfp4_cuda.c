@@ -657,8 +657,9 @@ qc_status mxfp4_cuda_register(const qc_host_api *api, qc_host *host, void (*bx_r
      * order: mxfp4.gemv_frag first for M <= MXF_FRAG_M_MAX, mxfp4.gemv, then mxfp4.gemv_frag_ps. */
     const char *penv = getenv("QC_MXF_PS");
     const int ps_first = !(penv && strcmp(penv, "off") == 0);
-    qc_status st = ps_first ? mxfp4_frag_ps_register(api, host, bx_ref)
-                            : mxfp4_frag_register(api, host, bx_ref, MXF_FRAG_M_MAX);
+    qc_status st = mxfp4_gemv1_register(api, host, bx_ref); /* m = 1 only (whole-line loads) */
+    if (st == QC_OK)
+        st = ps_first ? mxfp4_frag_ps_register(api, host, bx_ref) : mxfp4_frag_register(api, host, bx_ref, MXF_FRAG_M_MAX);
     if (st == QC_OK) st = api->register_kernel(host, &gemv);
     if (st == QC_OK) st = ps_first ? mxfp4_frag_register(api, host, bx_ref, 16) : mxfp4_frag_ps_register(api, host, bx_ref);
     if (st == QC_OK) st = api->register_kernel(host, &mma);

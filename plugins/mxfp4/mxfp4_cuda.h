@@ -43,4 +43,8 @@ qc_status mxfp4_frag_register(const qc_host_api *api, qc_host *host, void (*bx_r
  * never picked). */
 qc_status mxfp4_frag_ps_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void));
 
+/* Register "mxfp4.gemv1" (m = 1, k % 1024 == 0, sm_80+; mxfp4_gemv_frag_ps.c), called by mxfp4_cuda_register
+ * first: its M range is the narrowest, so the engine picks it for batch-1 decode (QC_MXG=off refuses it). */
+qc_status mxfp4_gemv1_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void));
+
 #endif

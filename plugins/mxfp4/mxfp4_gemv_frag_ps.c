@@ -93,6 +93,11 @@
 
 #define MXP_SRC_BODY                                                                                                            \
     "/* qcore mxfp4 GEMV, block scale in the A fragments: y[m,n] = x[m,k] . dec(W)[n,k]^T, m <= 16 */\n"                        \
+    "#ifndef MXP_QSTEP /* bytes of a row, scale bytes, x elements per chunk step: 128 codes (gemv_frag_ps) */\n"           \
+    "#define MXP_QSTEP 64\n"                                                                                                    \
+    "#define MXP_SSTEP 4\n"                                                                                                     \
+    "#define MXP_XSTEP 128\n"                                                                                                   \
+    "#endif\n"                                                                                                                  \
     "#ifndef MXP_STAGES\n"                                                                                                      \
     "#define MXP_STAGES 2 /* register stages of codes a lane: 2 (w4a16's), or 3 (QC_MXP_STAGES=3) */\n"                         \
     "#endif\n"                                                                                                                  \
@@ -138,10 +143,10 @@
     "                                         const u8 *const *sa, const u8 *const *sb) {\n"                                    \
     "#pragma unroll\n"                                                                                                          \
     "    for (int r = 0; r < R; r++) {\n"                                                                                       \
-    "        mxp_ld16(qa[r] + c * 64, s.wa[r]);\n"                                                                              \
-    "        mxp_ld16(qb[r] + c * 64, s.wb[r]);\n"                                                                              \
-    "        s.ea[r] = __ldg(sa[r] + c * 4);\n"                                                                                 \
-    "        s.eb[r] = __ldg(sb[r] + c * 4);\n"                                                                                 \
+    "        mxp_ld16(qa[r] + c * MXP_QSTEP, s.wa[r]);\n"                                                                       \
+    "        mxp_ld16(qb[r] + c * MXP_QSTEP, s.wb[r]);\n"                                                                       \
+    "        s.ea[r] = __ldg(sa[r] + c * MXP_SSTEP);\n"                                                                         \
+    "        s.eb[r] = __ldg(sb[r] + c * MXP_SSTEP);\n"                                                                         \
     "    }\n"                                                                                                                   \
     "}\n"                                                                                                                       \
     "/* one chunk.  BIG: a scale byte above 128 (or 0xFF) in the warp's chunk, never in a real model's weights; a\n"            \
@@ -153,7 +158,7 @@
     "    for (int nb = 0; nb < NB; nb++)\n"                                                                                     \
     "#pragma unroll\n"                                                                                                          \
     "        for (int j = 0; j < 4; j++)\n"                                                                                     \
-    "            xv[nb][j] = __ldg((const uint4 *)(xr[nb] + c * 128 + 8 * j));\n"                                               \
+    "            xv[nb][j] = __ldg((const uint4 *)(xr[nb] + c * MXP_XSTEP + 8 * j));\n"                                         \
     "    u32 fa[R], fb[R], ga[R], gb[R];\n"                                                                                     \
     "#pragma unroll\n"                                                                                                          \
     "    for (int r = 0; r < R; r++) {\n"                                                                                       \
@@ -203,6 +208,7 @@
     "    if (__any_sync(0xffffffffu, e > 128u)) mxp_compute<R, NB, true>(s, acc, c, xr);\n"                                     \
     "    else mxp_compute<R, NB, false>(s, acc, c, xr);\n"                                                                      \
     "}\n"                                                                                                                       \
+    "#ifndef MXP_GEMV1\n"                                                                                                       \
     "/* not inlined: each variant gets its own register allocation */\n"                                                        \
     "template <int R, int NB>\n"                                                                                                \
     "__device__ __noinline__ void mxp_gemv(const u16 *x, const u8 *q, const u8 *sc, float *y, int m, int n, ll k,\n"            \
@@ -310,10 +316,100 @@
     "    } else {\n"                                                                                                            \
     "        mxp_gemv<1, 1>(x, q, sc, y, mi, ni, k, n0, red);\n"                                                                \
     "    }\n"                                                                                                                   \
+    "}\n"                                                                                                                       \
+    "#else\n"                                                                                                                   \
+    MXG_ENTRY                                                                                                                   \
+    "#endif\n"
+
+#define MXG_ENTRY                                                                                                                   \
+    "/* mxfp4.gemv1 (m = 1): w4a16.gemv1_sym's whole-line loads.  mma rows g = 0..7 are the eight 64-byte segments of\n" \
+    "   one 512-byte run of row ra (lane (g, t) loads block 32 c + 4 g + t, 16 bytes), rows g + 8 the same run of row\n" \
+    "   rb; B column g is x at segment g's codes; D[g][g], D[g + 8][g] (lane (g, g / 2), c0 / c1 and c2 / c3 by g's\n" \
+    "   parity) are the rows' sums over segment g.  The block scales are in the A fragments, so D sums all steps. */\n" \
+    "__device__ void mxg_fill_nan(float *y, ll count) {\n" \
+    "    const ll step = (ll)gridDim.x * blockDim.x;\n" \
+    "    for (ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += step) y[i] = __uint_as_float(0x7fc00000u);\n" \
+    "}\n" \
+    "extern \"C\" __global__ void __launch_bounds__(256, 2) qc_mxfp4_gemv1(const u16 *x, const u8 *q, const u8 *sc, float *y,\n" \
+    "                                                                   ll m, ll n, ll k) {\n" \
+    "    extern __shared__ float red[];\n" \
+    "    qc_grid_trigger(); /* the next kernel's blocks may start (they wait for this one) */\n" \
+    "    if (m <= 0 || n <= 0) return;\n" \
+    "    if (m != 1 || k <= 0 || (k & 1023) || n > 2147483647LL - 32 || ((unsigned long long)q & 15) ||\n" \
+    "        ((unsigned long long)x & 15)) {\n" \
+    "        qc_grid_wait();\n" \
+    "        mxg_fill_nan(y, m * n);\n" \
+    "        return;\n" \
+    "    }\n" \
+    "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;\n" \
+    "    const int ks = blockDim.x >> 5;\n" \
+    "    const ll steps = k >> 10;\n" \
+    "    const ll spw = (steps + ks - 1) / ks, c0 = warp * spw, c1 = c0 + spw < steps ? c0 + spw : steps;\n" \
+    "    const ll n0 = (ll)blockIdx.x * 4;\n" \
+    "    const u8 *qa[2], *qb[2], *sa[2], *sb[2];\n" \
+    "#pragma unroll\n" \
+    "    for (int r = 0; r < 2; r++) {\n" \
+    "        ll ra = n0 + 2 * r, rb = ra + 1;\n" \
+    "        ra = ra < n ? ra : n - 1;\n" \
+    "        rb = rb < n ? rb : n - 1;\n" \
+    "        qa[r] = q + ra * (k / 2) + c0 * 512 + 64 * g + 16 * t;\n" \
+    "        qb[r] = q + rb * (k / 2) + c0 * 512 + 64 * g + 16 * t;\n" \
+    "        sa[r] = sc + ra * (k / 32) + c0 * 32 + 4 * g + t;\n" \
+    "        sb[r] = sc + rb * (k / 32) + c0 * 32 + 4 * g + t;\n" \
+    "    }\n" \
+    "    const u16 *xr[1] = {x + c0 * 1024 + 128 * g + 32 * t};\n" \
+    "    float acc[2][1][4] = {{{0.f, 0.f, 0.f, 0.f}}, {{0.f, 0.f, 0.f, 0.f}}};\n" \
+    "    constexpr int S = MXP_STAGES;\n" \
+    "    MxpStage<2> st[S];\n" \
+    "#pragma unroll\n" \
+    "    for (int i = 0; i < S - 1; i++)\n" \
+    "        if (c0 + i < c1) mxp_load<2>(st[i], i, qa, qb, sa, sb);\n" \
+    "    qc_grid_wait(); /* codes and scales are never written: x, y, red only from here on */\n" \
+    "    for (ll c = c0; c < c1; c += S) {\n" \
+    "#pragma unroll\n" \
+    "        for (int i = 0; i < S; i++) {\n" \
+    "            if (c + i >= c1) break;\n" \
+    "            if (c + i + S - 1 < c1) mxp_load<2>(st[(i + S - 1) % S], i + S - 1, qa, qb, sa, sb);\n" \
+    "            mxp_chunk<2, 1>(st[i], acc, i, xr);\n" \
+    "        }\n" \
+    "#pragma unroll\n" \
+    "        for (int r = 0; r < 2; r++) qa[r] += 512 * S, qb[r] += 512 * S, sa[r] += 32 * S, sb[r] += 32 * S;\n" \
+    "        xr[0] += 1024 * S;\n" \
+    "    }\n" \
+    "    /* the diagonal, then the warp's eight segments added in a fixed order */\n" \
+    "    const bool diag = t == (g >> 1), odd = g & 1;\n" \
+    "    float tot[4];\n" \
+    "#pragma unroll\n" \
+    "    for (int r = 0; r < 2; r++)\n" \
+    "#pragma unroll\n" \
+    "        for (int e = 0; e < 2; e++) {\n" \
+    "            float v = diag ? (odd ? acc[r][0][2 * e + 1] : acc[r][0][2 * e]) : 0.f;\n" \
+    "#pragma unroll\n" \
+    "            for (int o = 16; o >= 1; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n" \
+    "            tot[2 * r + e] = v;\n" \
+    "        }\n" \
+    "    /* the K split: warps 1.. leave their four sums, warp 0 adds them in warp order and stores */\n" \
+    "    if (ks > 1) {\n" \
+    "        if (warp > 0 && lane == 0)\n" \
+    "#pragma unroll\n" \
+    "            for (int i = 0; i < 4; i++) red[(warp - 1) * 4 + i] = tot[i];\n" \
+    "        __syncthreads();\n" \
+    "        if (warp == 0)\n" \
+    "            for (int w = 1; w < ks; w++)\n" \
+    "#pragma unroll\n" \
+    "                for (int i = 0; i < 4; i++) tot[i] += red[(w - 1) * 4 + i];\n" \
+    "    }\n" \
+    "    if (warp > 0 || lane > 0) return;\n" \
+    "#pragma unroll\n" \
+    "    for (int i = 0; i < 4; i++)\n" \
+    "        if (n0 + i < n) y[n0 + i] = tot[i];\n" \
     "}\n"
 
 static const char MXP_SRC[] = MXP_SRC_BODY;
 static const char MXP_SRC3[] = "#define MXP_STAGES 3\n" MXP_SRC_BODY;
+/* mxfp4.gemv1: the same body with 512-byte steps and the m = 1 entry (MXG_ENTRY) in place of gemv_frag_ps's */
+static const char MXG_SRC[] = "#define MXP_GEMV1\n#define MXP_QSTEP 512\n#define MXP_SSTEP 32\n#define MXP_XSTEP 1024\n"
+    QC_CUDA_GRID_DEP_SRC MXP_SRC_BODY;
 
 /* ---- the launch plan (the device reads KS from blockDim and R from gridDim) ---- */
 
@@ -361,6 +457,64 @@ qc_status mxfp4_frag_ps_register(const qc_host_api *api, qc_host *host, void (*b
         .cuda_entry = "qc_mxfp4_gemv_frag_ps",
         .launch_dims = mxp_dims,
         .eligible = mxp_eligible,
+    };
+    return api->register_kernel(host, &d);
+}
+
+/* ---- mxfp4.gemv1: m = 1, K % 1024, whole-line loads (w4a16.gemv1_sym's technique, docs/perf.md session 9) ---- */
+
+#define MXG_MAX_KS 8 /* 256-thread blocks, __launch_bounds__(256, 2) */
+
+/* 4 rows a block; KS doubles while the warps stay within one wave of 16 an SM (2112 on an H200) and each keeps
+ * >= 4 steps of 512 bytes a row: w4a16.gemv1_sym's rule (QC_MXG_KS overrides) */
+static void mxg_dims(const qc_problem *p, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    if (p->m != 1 || p->n <= 0 || p->k < 1024) return;
+    int64_t blocks = (p->n + 3) / 4, steps = p->k / 1024;
+    int ks = 1;
+    while (ks < MXG_MAX_KS && blocks * ks * 2 <= 2112 && steps >= 4 * ks) ks *= 2;
+    const char *ek = getenv("QC_MXG_KS");
+    if (ek && atoi(ek) >= 1 && atoi(ek) <= MXG_MAX_KS) ks = atoi(ek);
+    if (blocks > 0x7fffffffLL) return;
+    d->grid[0] = (uint32_t)blocks;
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = 32u * (uint32_t)ks;
+    d->block[1] = d->block[2] = 1;
+    d->shared_bytes = (uint32_t)(ks - 1) * 16u;
+}
+
+static int mxg_eligible(const qc_problem *p, qc_reason *why) {
+    const char *off = getenv("QC_MXG"); /* A/B runs: mxfp4.gemv_frag_ps takes m = 1 again */
+    if (off && strcmp(off, "off") == 0) {
+        mxfp4_why(why, "off", "mxfp4.gemv1 is switched off (QC_MXG=off)");
+        return 0;
+    }
+    if (!mxfp4_frag_eligible("mxfp4.gemv1", p, why)) return 0;
+    if (p->k % 1024) {
+        mxfp4_why(why, "align_k", "mxfp4.gemv1 streams K in 512-byte runs (1024 codes), layer has K=%lld "
+                  "(mxfp4.gemv_frag_ps takes K %% 128 == 0)", (long long)p->k);
+        return 0;
+    }
+    return 1;
+}
+
+qc_status mxfp4_gemv1_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void)) {
+    qc_kernel_desc d = {
+        .struct_size = sizeof d,
+        .id = "mxfp4.gemv1",
+        .format = "mxfp4",
+        .phases = QC_PHASE_ANY,
+        .m_min = 1,
+        .m_max = 1, /* the narrowest M range: the engine takes it for batch-1 decode where it is eligible */
+        .arch = {80, QC_SM_ANY}, /* mma.sync bf16 and bf16x2 fma: sm_80 */
+        .n_params = MX_BX_NPARAMS,
+        .params = MX_BX_PARAMS,
+        .reference = bx_ref,
+        .cuda_source = MXG_SRC,
+        .cuda_entry = "qc_mxfp4_gemv1",
+        .launch_dims = mxg_dims,
+        .eligible = mxg_eligible,
+        .flags = QC_KERNEL_GRID_DEP, /* the first stage of codes and scales loads before qc_grid_wait */
     };
     return api->register_kernel(host, &d);
 }

@@ -390,6 +390,27 @@ int main(int argc, char **argv) {
                                                       {"2", "16", 16, 264, 1152}, {"1", "16", 6, 72, 14336}};
                 run_forced(&c, ps, "QC_MXP_R", "QC_MXP_KS", pforced, sizeof pforced / sizeof pforced[0]);
                 for (int64_t m = 1; m <= 16; m++) run_case(&c, ps, m, 4096, 4096, W_NORMAL, 0);
+                /* mxfp4.gemv1 (m = 1, k % 1024: the engine's pick at batch 1): n = 1 and odd n (clamped rows of the
+                 * last block), 1 to 14 steps of 512 bytes, tiny, NaN, subnormal and huge scale bytes, and K splits
+                 * 1..8 forced through QC_MXG_KS (3, 5, 7 ragged, warps without a step) */
+                static const char g1[] = "mxfp4.gemv1";
+                run_case(&c, g1, 1, 1, 1024, W_NORMAL, 0);
+                run_case(&c, g1, 1, 77, 3072, W_NORMAL, 0);
+                run_case(&c, g1, 1, 4097, 2048, W_NORMAL, 0);
+                run_case(&c, g1, 1, 264, 14336, W_NORMAL, 0);
+                run_case(&c, g1, 1, 28672, 4096, W_NORMAL, 0);
+                run_case(&c, g1, 1, 96, 1024, W_TINY, 0);
+                run_case(&c, g1, 1, 64, 2048, W_NANBLK, 0);
+                run_case(&c, g1, 1, 64, 1024, W_SUBN, 0);
+                run_case(&c, g1, 1, 40, 4096, W_HUGE, 0);
+                static const char *const g1ks[] = {"1", "2", "3", "5", "7", "8"};
+                for (size_t i = 0; i < sizeof g1ks / sizeof g1ks[0]; i++) {
+                    setenv("QC_MXG_KS", g1ks[i], 1);
+                    printf("  (%s with QC_MXG_KS=%s)\n", g1, g1ks[i]);
+                    run_case(&c, g1, 1, 999, 7168, W_NORMAL, 0);
+                    run_case(&c, g1, 1, 40, 5120, W_HUGE, 0);
+                    unsetenv("QC_MXG_KS");
+                }
                 /* prefill GEMM: m tails, n tails (odd n), k % 64 == 32, tiny and NaN scales */
                 run_case(&c, "mxfp4.linear_mma", 17, 136, 64, W_NORMAL, 0);
                 run_case(&c, "mxfp4.linear_mma", 100, 77, 96, W_NORMAL, 0);
@@ -433,6 +454,12 @@ int main(int argc, char **argv) {
                                fk_ids[j], gemv, names[sh], (long long)shapes[sh][0], (long long)shapes[sh][1], r[0],
                                r[1], r[2], r[3]);
                     }
+                /* mxfp4.gemv1 at M = 1 beside the GEMVs it replaces there */
+                for (size_t sh = 0; sh < 4; sh++) {
+                    run_case(&c, "mxfp4.gemv1", 1, shapes[sh][0], shapes[sh][1], W_NORMAL, 50);
+                    printf("%s: US mxfp4.gemv1 %s M=1 %.2f (mxfp4.gemv_frag_ps %.2f, mxfp4.gemv %.2f)\n", TEST,
+                           names[sh], last_us, tus[sh][0][2], tus[sh][0][0]);
+                }
                 for (size_t sh = 0; sh < 4; sh++)
                     printf("%s: US %s %lldx%lld (gemv / frag / frag_ps): M=1 %.2f/%.2f/%.2f  M=4 %.2f/%.2f/%.2f  "
                            "M=8 %.2f/%.2f/%.2f  M=16 %.2f/%.2f/%.2f\n",

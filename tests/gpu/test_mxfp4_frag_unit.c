@@ -1,4 +1,4 @@
-/* test_mxfp4_frag_unit.c - mxfp4.gemv_frag and mxfp4.gemv_frag_ps without a GPU: descriptors, refusals, selection, plans, references, sm_80 / sm_90a builds and SASS per 16 bytes of codes. */
+/* test_mxfp4_frag_unit.c - mxfp4.gemv_frag, mxfp4.gemv_frag_ps and mxfp4.gemv1 without a GPU: descriptors, refusals, selection, plans, references, sm_80 / sm_90a builds and SASS per 16 bytes of codes. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <unistd.h>
@@ -75,9 +75,10 @@ static void descriptors(qc_runtime *rt, const kinfo *ki) {
             for (uint32_t sm = 80; sm <= 90; sm += 10) {
                 qc_problem p = prob(sm, m, shapes[i][0], shapes[i][1]);
                 const qc_kernel_desc *sel = NULL;
-                /* mxfp4.gemv_frag_ps registered first (faster than both others on the H200), then
-                 * mxfp4.gemv, then mxfp4.gemv_frag */
-                CHECK(qc_select_format(rt, f, &p, 1, &sel, &why) && sel == kp,
+                /* mxfp4.gemv1 at m = 1 with k % 1024 == 0 (narrowest M range), else mxfp4.gemv_frag_ps
+                 * (registered first: faster than both others on the H200), then mxfp4.gemv, mxfp4.gemv_frag */
+                const qc_kernel_desc *want = m == 1 && p.k % 1024 == 0 ? qc_kernel_find(rt, "mxfp4.gemv1") : kp;
+                CHECK(qc_select_format(rt, f, &p, 1, &sel, &why) && sel == want,
                       "sm_%u m=%lld %lldx%lld chose %s", sm, (long long)m, (long long)p.n, (long long)p.k,
                       sel ? sel->id : why.text);
             }
@@ -387,6 +388,83 @@ static void compiles(qc_runtime *rt, const kinfo *ki) {
         nv_rm_rf(tmp);
 }
 
+/* mxfp4.gemv1 (m = 1, k % 1024): descriptor, refusals, the plan, the reference, sm_80 / sm_90a builds */
+static void gemv1_checks(qc_runtime *rt) {
+    const char *ID = "mxfp4.gemv1";
+    const qc_format_desc *f = qc_format_find(rt, "mxfp4");
+    const qc_kernel_desc *k = qc_kernel_find(rt, ID), *gv = qc_kernel_find(rt, "mxfp4.gemv");
+    CHECK(f && k && gv, "mxfp4 format, %s or mxfp4.gemv not loaded", ID);
+    if (!f || !k || !gv) return;
+    CHECK(k->m_min == 1 && k->m_max == 1 && k->arch.min_sm == 80 && k->reference == gv->reference &&
+              k->n_params == gv->n_params && (k->flags & QC_KERNEL_GRID_DEP),
+          "%s: M [%lld, %lld] arch %u, reference / params / flags", ID, (long long)k->m_min, (long long)k->m_max,
+          k->arch.min_sm);
+    qc_reason why;
+    static const int64_t ok[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {80, 1024}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        qc_problem p = prob(90, 1, ok[i][0], ok[i][1]);
+        CHECK(qc_select_kernel(k, f, &p, 1, &why), "%s %lldx%lld refused: %s", ID, (long long)p.n, (long long)p.k,
+              why.text);
+    }
+    expect_refused(k, f, prob(90, 1, 4096, 1152), "align_k"); /* k % 128 == 0, not % 1024 */
+    expect_refused(k, f, prob(90, 1, 4096, 4160), "align_k");
+    expect_refused(k, f, prob(90, 2, 4096, 4096), "m_range");
+    expect_refused(k, f, prob(75, 1, 4096, 4096), "arch");
+    const char *old = getenv("QC_MXG");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("QC_MXG", "off", 1);
+    expect_refused(k, f, prob(90, 1, 4096, 4096), "off");
+    const qc_kernel_desc *sel = NULL;
+    qc_problem po = prob(90, 1, 4096, 4096);
+    CHECK(qc_select_format(rt, f, &po, 1, &sel, &why) && sel == qc_kernel_find(rt, "mxfp4.gemv_frag_ps"),
+          "QC_MXG=off: m=1 chose %s", sel ? sel->id : why.text);
+    if (saved) setenv("QC_MXG", saved, 1);
+    else unsetenv("QC_MXG");
+    free(saved);
+    /* the plan: 4 rows a block, K split 1..8 with (KS - 1) x 4 floats; the Llama-3-8B splits w4a16.gemv1_sym has */
+    static const int64_t plans[][3] = {{4096, 4096, 2}, {6144, 4096, 1}, {28672, 4096, 1}, {4096, 14336, 2},
+                                       {77, 1024, 1},   {1000, 7168, 2}};
+    for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
+        qc_problem p = prob(90, 1, plans[i][0], plans[i][1]);
+        qc_launch_dims d;
+        k->launch_dims(&p, &d);
+        int ks = (int)(d.block[0] / 32);
+        CHECK((int64_t)d.grid[0] == (p.n + 3) / 4 && d.block[0] % 32 == 0 && ks >= 1 && ks <= 8 &&
+                  d.shared_bytes >= (uint32_t)(ks - 1) * 16u && (getenv("QC_MXG_KS") || ks == plans[i][2]),
+              "%s plan %lldx%lld: grid %u block %u smem %u", ID, (long long)p.n, (long long)p.k, d.grid[0],
+              d.block[0], d.shared_bytes);
+    }
+    qc_problem p2 = prob(90, 2, 4096, 4096);
+    qc_launch_dims d;
+    k->launch_dims(&p2, &d);
+    CHECK(d.grid[0] == 0, "%s: m = 2 should give an empty grid", ID);
+    references(rt, ID);
+    char *tmp = nv_tmpdir();
+    int skip = 0;
+    qc_nvrtc *nv = tmp ? nv_open_or_skip(TEST, tmp, &skip) : NULL;
+    if (!nv) {
+        CHECK(skip, "NVRTC is required here");
+        if (tmp) nv_rm_rf(tmp);
+        return;
+    }
+    static const char *const opts[] = {"--ptxas-options=-v", NULL};
+    for (int t = 0; t < 2; t++) {
+        qc_cubin c;
+        qc_status st = qc_nvrtc_compile(nv, ID, k->cuda_source, k->cuda_entry, opts, t ? 90 : 80, t, &c, &why);
+        CHECK(st == QC_OK, "%s for sm_%d: %s: %s", ID, t ? 90 : 80, why.code, why.text);
+        if (st != QC_OK) continue;
+        int regs, spill;
+        char *log = nv_ptxas_report(tmp, &c, NULL, TEST, &regs, &spill);
+        CHECK(log && spill == 0 && regs > 0 && regs <= 128, "%s %s: %d registers, %d bytes spilled", ID, c.target,
+              regs, spill);
+        printf("%s: %s for %s: %d registers, no spills\n", TEST, ID, c.target, regs);
+        free(log);
+        qc_cubin_free(&c);
+    }
+    qc_nvrtc_destroy(nv);
+    nv_rm_rf(tmp);
+}
+
 int main(void) {
     qc_set_log_level(QC_LOG_ERROR);
     char err[512];
@@ -400,6 +478,7 @@ int main(void) {
             references(rt, KINFO[i].id);
             compiles(rt, &KINFO[i]);
         }
+        gemv1_checks(rt);
         qc_runtime_close(rt);
     }
     return qc_test_finish(TEST);

@@ -3,7 +3,7 @@
  * Enough of CUDA to run the plugin's GEMV source on the CPU (test_gemv_emu.py
  * replaces its inline-asm helpers by emu_mul2 / emu_mma / a plain load):
  * threads of a block run as std::threads, __syncthreads is a block barrier,
- * __any_sync and mma.sync m16n8k16 (bf16 in, f32 accumulate, the PTX
+ * __any_sync, __shfl_xor_sync and mma.sync m16n8k16 (bf16 in, f32 accumulate, the PTX
  * fragment layout) are warp collectives over per-warp barriers.  Blocks run
  * one after another; __shared__ arrays are function statics.  It checks the
  * kernel's index arithmetic and data layout, not its speed or the GPU's
@@ -19,7 +19,7 @@
 thread_local dim3 threadIdx, blockIdx;
 dim3 gridDim, blockDim;
 template <class T> static inline T __ldg(const T *p) { return *p; }
-struct Warp { std::barrier<> *bar; unsigned a[32][4], b[32][2]; float c[32][4]; bool v[32]; };
+struct Warp { std::barrier<> *bar; unsigned a[32][4], b[32][2]; float c[32][4], f[32]; bool v[32]; };
 static Warp g_warps[32];
 static std::barrier<> *g_block;
 static inline void __syncthreads() { g_block->arrive_and_wait(); }
@@ -32,6 +32,16 @@ static inline bool __any_sync(unsigned, bool p) {
     w.bar->arrive_and_wait();
     bool r = false;
     for (int i = 0; i < 32; i++) r |= w.v[i];
+    w.bar->arrive_and_wait();
+    return r;
+}
+/* a butterfly exchange (mxfp4.gemv1's sum of the eight segments) */
+static inline float __shfl_xor_sync(unsigned, float v, int mask) {
+    Warp &w = g_warps[threadIdx.x >> 5];
+    int l = threadIdx.x & 31;
+    w.f[l] = v;
+    w.bar->arrive_and_wait();
+    float r = w.f[l ^ mask];
     w.bar->arrive_and_wait();
     return r;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_gemv_frag_emu.py - the mxfp4.gemv_frag and mxfp4.gemv_frag_ps CUDA sources, their inline asm swapped for
+"""test_gemv_frag_emu.py - the mxfp4.gemv_frag, mxfp4.gemv_frag_ps and mxfp4.gemv1 CUDA sources, their inline asm swapped for
 emulations, compiled as C++ (gemv_frag for sm_90's two register stages and sm_80's one at m > 8) and run on the CPU over
 every m, odd tile counts, n % 16 != 0, forced R = 2 and K splits with ragged ends, NaN, zero and large scale bytes."""
 import os
@@ -39,8 +39,9 @@ def source(kid, emulated, shared_decl):
             fail(f"{name} not found in {kid}'s source: update test_gemv_frag_emu.py")
         end = src.index("\n}\n", m.start()) + 3
         src = src[: m.start()] + body + "\n" + src[end:]
+    # (gemv_frag_ps's body also carries mxfp4.gemv1's entry, compiled out there, with its own declaration)
     src, n = re.subn(re.escape(shared_decl), "static float red[16 * 16 * 32];", src)
-    if n != 1 or re.search(r"\basm\b", src):
+    if n < 1 or re.search(r"\basm\b", src):
         fail(f"{kid}'s source changed shape (shared reduction or inline asm left): update test_gemv_frag_emu.py")
     return src
 
@@ -74,6 +75,11 @@ PS_EMULATED = {
     "u32 mxp_mul2": "static inline u32 mxp_mul2(u32 a, u32 b) { return emu_mul2(a, b); }",
     "void mxp_ld16": "static inline void mxp_ld16(const u8 *p, u32 *w) { memcpy(w, p, 16); }",
 }
+
+# mxfp4.gemv1: gemv_frag_ps's helpers, and programmatic launch's griddepcontrol (nothing to wait for here)
+G1_EMULATED = dict(PS_EMULATED)
+G1_EMULATED["void qc_grid_trigger"] = "static inline void qc_grid_trigger() {}"
+G1_EMULATED["void qc_grid_wait"] = "static inline void qc_grid_wait() {}"
 
 # m, n, k, emin, emax, nans, zeros, forced plan
 FRAG_CASES = []
@@ -117,6 +123,17 @@ PS_CASES += [
     (16, 1000, 640, 118, 124, 0, 0, {}),                            # 63 tiles, n % 16 = 8
 ]
 
+# mxfp4.gemv1 (m = 1, k % 1024): n % 4 != 0 (clamped rows in the last block), 1-3 steps, K splits with a ragged or
+# empty last warp, the rare scale bytes
+G1_CASES = [
+    (1, 8, 1024, 110, 127, 0, 0, {}),
+    (1, 5, 2048, 110, 127, 0, 0, {}),
+    (1, 40, 3072, 118, 124, 0, 0, {"QC_MXG_KS": "2"}),              # 3 steps over 2 warps (2, 1)
+    (1, 12, 3072, 100, 150, 1, 1, {"QC_MXG_KS": "4"}),              # a warp with none; NaN, 0, > 128
+    (1, 16, 2048, 0, 3, 0, 0, {}),                                  # tiny scales (subnormal weights)
+    (1, 24, 1024, 120, 135, 2, 2, {"QC_MXG_KS": "1"}),
+]
+
 KERNELS = [
     # id, entry, emulated helpers, builds (label, defines, the smallest m run: the same code below it), knobs, cases
     ("mxfp4.gemv_frag", "qc_mxfp4_gemv_frag", FRAG_EMULATED,
@@ -126,6 +143,8 @@ KERNELS = [
     ("mxfp4.gemv_frag_ps", "qc_mxfp4_gemv_frag_ps", PS_EMULATED,
      (("sm_90", ["-D__CUDA_ARCH__=900"], 1), ("S=3", ["-D__CUDA_ARCH__=900", "-DMXP_STAGES=3"], 1)),
      ("QC_MXP_R", "QC_MXP_KS"), PS_CASES),
+    ("mxfp4.gemv1", "qc_mxfp4_gemv1", G1_EMULATED, (("sm_90", ["-D__CUDA_ARCH__=900"], 1),), ("QC_MXG_KS", "QC_MXG"),
+     G1_CASES),
 ]
 
 with tempfile.TemporaryDirectory() as tmp:
