@@ -124,7 +124,10 @@ void qc_gpu_set_launch_hook(qc_gpu *g, qc_gpu_launch_hook hook, void *ctx);
  * whose descriptor has QC_KERNEL_GRID_DEP with programmatic stream
  * serialization (their blocks may start while the kernel before finishes).
  * Only on sm_90+ with a driver that has cuLaunchKernelEx; returns whether it
- * is on.  Off by default; the engine turns it on (QC_PDL=0 keeps it off). */
+ * is on.  Off by default; the engine turns it on (QC_PDL=0 keeps it off).
+ * Flagged kernels read weights before their wait: whoever writes weights
+ * with a kernel (the engine's synthetic weights) synchronizes before the
+ * first flagged launch that reads them, as qc_engine_create does. */
 int qc_gpu_set_grid_dep(qc_gpu *g, int on);
 /* whether a descriptor states QC_KERNEL_GRID_DEP (and is new enough to) */
 int qc_kernel_grid_dep(const qc_kernel_desc *k);
