@@ -381,13 +381,13 @@ static void trace_block(qc_engine *e, const eng_linear *L) {
 /* Whether a choice's kernels read x as f32 ("x"): else the producing kernel skips that copy. */
 static int reads_f32(const eng_choice *c) { return has_param(c->k, "x") || (c->quant && has_param(c->quant, "x")); }
 
-/* QC_FUSE_QUANT=0: every W8A8 linear runs its format's quantizer on its own (A/B checks) */
 /* programmatic dependent launch (QC_KERNEL_GRID_DEP kernels, sm_90+): on unless QC_PDL=0 */
 static int grid_dep_env(void) {
     const char *v = getenv("QC_PDL");
     return !(v && strcmp(v, "0") == 0);
 }
 
+/* QC_FUSE_QUANT=0: every W8A8 linear runs its format's quantizer on its own (A/B checks) */
 static int fuse_quant_env(void) {
     const char *fq = getenv("QC_FUSE_QUANT");
     return !(fq && strcmp(fq, "0") == 0);

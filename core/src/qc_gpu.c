@@ -658,7 +658,8 @@ qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *d, void *
     if (d->shared_bytes > SMEM_OPTIN_FROM && smem_optin(g, f, d->shared_bytes, err, errlen))
         return QC_ERR_UNSUPPORTED;
     CUresult r;
-    if (g->launch_ex && hk && qc_kernel_grid_dep(hk)) {
+    const int early = g->launch_ex && hk && qc_kernel_grid_dep(hk);
+    if (early) {
         /* the kernel waits for its predecessors itself (griddepcontrol.wait): its blocks may start early */
         cu_launch_attr a;
         memset(&a, 0, sizeof a);
@@ -672,7 +673,7 @@ qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *d, void *
                                  d->shared_bytes, g->stream, argv, NULL);
     }
     if (cu_fail(g, r, err, errlen, "%s (grid %ux%ux%u, block %ux%ux%u, %u B shared)",
-                g->launch_ex && hk && qc_kernel_grid_dep(hk) ? "cuLaunchKernelEx" : "cuLaunchKernel", d->grid[0],
+                early ? "cuLaunchKernelEx" : "cuLaunchKernel", d->grid[0],
                 d->grid[1], d->grid[2], d->block[0], d->block[1], d->block[2], d->shared_bytes))
         return QC_ERR_INTERNAL;
     g->launches++;

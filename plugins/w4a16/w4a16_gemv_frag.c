@@ -543,9 +543,9 @@ static int w4f_el_sym(const qc_problem *p, qc_reason *why) {
  * w4a16.gemv1_sym: the same product for m = 1 (batch-1 decode), group 128,
  * k % 1024 == 0, with loads that cover whole 128-byte lines.  The fragment
  * GEMV's loads cover 8 rows x 64 bytes (a quad's 4 x 16 bytes of each row g):
- * on the H200 a load-only kernel with that pattern streamed gate_up in
- * 21-23 us, one reading 512 contiguous bytes a warp load in 15 us
- * (bench/probe, docs/perf.md).  Here the 8 mma rows g of a tile are not 8 W
+ * on the H200 a load-only kernel with that pattern read gate_up's codes in
+ * 22-24 us after a memset, one reading 512 contiguous bytes a warp load in
+ * 19 us (15 us back to back: bench/probe, docs/perf.md).  Here the 8 mma rows g of a tile are not 8 W
  * rows but the 8 64-byte segments of ONE 512-byte run of W row ra, and rows
  * g + 8 the same segments of row rb: lane (g, t) loads bytes 64 g + 16 t of
  * the run, so one warp load is 512 contiguous bytes.  B's column g is x at
@@ -561,7 +561,8 @@ static int w4f_el_sym(const qc_problem *p, qc_reason *why) {
  * pairs (4 rows, x's registers serve both) and a contiguous slice of the
  * 512-byte steps; two register stages, one step loaded ahead.  Rows past n
  * are read clamped to n - 1 and not stored.  Measured (bench/probe) against
- * 1, 3, 4 or 6 stages and 2 or 8 rows a warp: this was the fastest.
+ * 3, 4, 6 or 8 register stages, 2 or 8 rows a warp and persistent warps:
+ * this was the fastest.
  */
 
 static const char W4G_SRC_SYM[] = W4G_SRC;
