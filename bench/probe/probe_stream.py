@@ -14,16 +14,7 @@ gm = Module(compile_cubin(os.path.join(HERE, "w4f_gemv.cu")))
 sink = torch.zeros(1 << 20, dtype=torch.int32, device="cuda")
 flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
 
-# copy bandwidth (bytes read + written)
-src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); dst = torch.empty_like(src)
-for _ in range(3): dst.copy_(src)
-a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-a.record()
-for _ in range(10): dst.copy_(src)
-b.record(); b.synchronize()
-copy_bw = 2 * (1 << 30) * 10 / (a.elapsed_time(b) / 1000)
-del src, dst
-print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s")
+copy_bw = copy_bandwidth()
 
 shapes = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336)}
 only = os.environ.get("SHAPES")

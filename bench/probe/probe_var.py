@@ -14,15 +14,7 @@ gm = Module(compile_cubin("/tmp/w4f_var.cu"))
 sm = Module(compile_cubin(os.path.join(HERE, "w4_stream.cu")))
 sink = torch.zeros(1 << 20, dtype=torch.int32, device="cuda")
 flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-src_b = torch.empty(1 << 30, dtype=torch.uint8, device="cuda"); dst = torch.empty_like(src_b)
-for _ in range(3): dst.copy_(src_b)
-a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-a.record()
-for _ in range(10): dst.copy_(src_b)
-b.record(); b.synchronize()
-copy_bw = 2 * (1 << 30) * 10 / (a.elapsed_time(b) / 1000)
-del src_b, dst
-print(f"copy bandwidth {copy_bw / 1e12:.3f} TB/s")
+copy_bw = copy_bandwidth()
 shapes = {"qkv": (6144, 4096), "o": (4096, 4096), "gate_up": (28672, 4096), "down": (4096, 14336)}
 VARS = json.loads(os.environ.get("VARS", "null")) or [
     # name, R, NB, KS list

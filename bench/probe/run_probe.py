@@ -62,6 +62,23 @@ def launch(f, grid, block, args, smem=0):
 P, I = ctypes.c_void_p, ctypes.c_longlong
 
 
+def copy_bandwidth(gib=1, reps=10):
+    """device-to-device copy rate, bytes read + written per second (printed)"""
+    src = torch.empty(gib << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(reps):
+        dst.copy_(src)
+    b.record()
+    b.synchronize()
+    bw = 2 * (gib << 30) * reps / (a.elapsed_time(b) / 1000)
+    print(f"copy bandwidth {bw / 1e12:.3f} TB/s")
+    return bw
+
+
 def time_stream(run, copies, reps=20):
     """launch over the weight copies in turn, back to back; us per launch (median of reps rounds)"""
     ts = []
