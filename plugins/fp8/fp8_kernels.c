@@ -507,6 +507,7 @@ qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
             .n_tensor_maps = s->maps ? NP(MAPS_W8A8) : 0,
             .tensor_maps = s->maps ? MAPS_W8A8 : NULL,
             .act_recipe = s->recipe, /* the static quantizer reads w.act_scale: no recipe the core fuses */
+            .flags = s->src == FP8_SRC_GEMV ? QC_KERNEL_GRID_DEP : 0u, /* cuda/gemv.cu calls qc_grid_dep() first */
         };
         qc_status st = api->register_kernel(host, &kd);
         if (st != QC_OK) return st;

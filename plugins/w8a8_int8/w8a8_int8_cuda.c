@@ -500,6 +500,7 @@ static const char MMA_SRC[] =
     "}\n";
 
 static const char GEMV_SRC[] =
+    QC_CUDA_GRID_DEP_SRC
     "/* qcore w8a8_int8 decode linear (m <= 8): int8 W streamed once, dp4a into exact INT32 sums, y = acc * xs * sw */\n"
     "#define GV_WARPS 8\n"
     "#define GV_OUT 2 /* outputs (rows of W) per warp: each x chunk serves both */\n"
@@ -551,6 +552,7 @@ static const char GEMV_SRC[] =
     "extern \"C\" __global__ void __launch_bounds__(256) qc_i8_gemv(const signed char *xq, const float *xs, const signed char *w,\n"
     "                                                             const float *sw, float *y, long long m, long long n,\n"
     "                                                             long long k) {\n"
+    "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    switch (m) {\n"
     "    case 1: qc_gemv<1>(xq, xs, w, sw, y, n, k); break;\n"
     "    case 2: qc_gemv<2>(xq, xs, w, sw, y, n, k); break;\n"
@@ -783,6 +785,7 @@ qc_status i8_cuda_register(const qc_host_api *api, qc_host *host, const i8_gpu_r
     g.cuda_entry = "qc_i8_gemv";
     g.launch_dims = gemv_dims;
     g.eligible = el_gemv;
+    g.flags = QC_KERNEL_GRID_DEP; /* qc_grid_dep() first */
     if ((st = api->register_kernel(host, &g)) != QC_OK) return st;
     qc_kernel_desc q = {
         .struct_size = sizeof q,

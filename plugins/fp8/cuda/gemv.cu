@@ -167,6 +167,7 @@ extern "C" __global__ void __launch_bounds__(GV_WARPS * 32, 2) QC_ENTRY(const u8
                                                                       const float *ws, float *y, long long m,
                                                                       long long n, long long k) {
     __shared__ float red[GV_WARPS][GV_NG][32][4];
+    qc_grid_dep(); /* QC_KERNEL_GRID_DEP (fp8.gemv_channel / _tensor / _block): nothing read or written before it */
 #if FP8_MODE != 2 /* block mode keeps one body: with both, ptxas spills it at 128 registers */
     if (m <= 8) qc_gv_body<1, GV_U1>(xq, xs, w, ws, y, m, n, k, red);
     else
