@@ -624,7 +624,7 @@ static qc_kernel_desc core_kernel(const char *id, const qc_kernel_param *params,
 }
 
 qc_status qc_core_kernels_register(const qc_host_api *api, qc_host *host, void (*bf16_linear_ref)(void)) {
-    qc_kernel_desc core[] = {
+    const qc_kernel_desc core[] = {
         core_kernel("core.rmsnorm", RMSNORM_PARAMS, N_OF(RMSNORM_PARAMS), (void (*)(void))rmsnorm_ref,
                     "qc_rmsnorm_f32", rmsnorm_dims),
         core_kernel("core.rope_pairs", ROPE_PARAMS, N_OF(ROPE_PARAMS), (void (*)(void))rope_pairs_ref,
@@ -635,10 +635,9 @@ qc_status qc_core_kernels_register(const qc_host_api *api, qc_host *host, void (
                     swiglu_dims),
         core_kernel("core.embed", EMBED_PARAMS, N_OF(EMBED_PARAMS), (void (*)(void))embed_ref, "qc_embed_f32",
                     embed_dims),
-        core_kernel("core.argmax", ARGMAX_PARAMS, N_OF(ARGMAX_PARAMS), (void (*)(void))argmax_ref, "qc_argmax_f32",
-                    argmax_dims),
+        qc_core_grid_dep(core_kernel("core.argmax", ARGMAX_PARAMS, N_OF(ARGMAX_PARAMS), (void (*)(void))argmax_ref,
+                                     "qc_argmax_f32", argmax_dims)),
     };
-    core[5].flags = QC_KERNEL_GRID_DEP; /* core.argmax: qc_grid_dep() first */
     /* the linear first: format selection walks kernels in registration order */
     qc_kernel_desc linear = {
         .struct_size = sizeof linear,

@@ -17,5 +17,11 @@ qc_status qc_core_kernels_register(const qc_host_api *api, qc_host *host, void (
 qc_kernel_desc qc_core_kernel_desc(const char *id, const qc_kernel_param *params, uint32_t n_params,
                                    void (*reference)(void), const char *source, const char *entry,
                                    void (*dims)(const qc_problem *, qc_launch_dims *));
+/* k with QC_KERNEL_GRID_DEP: for entries that call qc_grid_dep() first (wrap the descriptor where it is made,
+ * so that the flag stays with its kernel whatever the order of a table) */
+static inline qc_kernel_desc qc_core_grid_dep(qc_kernel_desc k) {
+    k.flags = QC_KERNEL_GRID_DEP;
+    return k;
+}
 
 #endif

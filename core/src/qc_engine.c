@@ -177,7 +177,7 @@ static qc_status launch(qc_engine *e, const qc_kernel_desc *k, qc_gpu_fn fn, con
     if (st != QC_OK) return st;
     qc_launch_dims d;
     k->launch_dims(p, &d);
-    return qc_gpu_launch(e->g, fn, &d, argv, err, errlen);
+    return qc_gpu_launch_kernel(e->g, k, fn, &d, argv, err, errlen);
 }
 
 static qc_problem problem(int64_t m, int64_t n, int64_t k) {
@@ -1613,15 +1613,15 @@ static qc_status attention(qc_engine *e, eng_layer *L, int64_t rows, int n_seqs,
         qc_attn_decode_dims(ns, heads, kvh, hd, mb, &d1, &d2);
         if (e->kv_fmt) e->kern[K_ATTN_DECODE].k->launch_dims(&pa, &d1), e->kern[K_ATTN_REDUCE].k->launch_dims(&pa, &d2);
         if ((st = qc_kernel_bind(e->kern[K_ATTN_DECODE].k, a, na, argv, MAX_ARGS, err, errlen)) ||
-            (st = qc_gpu_launch(e->g, e->kern[K_ATTN_DECODE].fn, &d1, argv, err, errlen)) ||
+            (st = qc_gpu_launch_kernel(e->g, e->kern[K_ATTN_DECODE].k, e->kern[K_ATTN_DECODE].fn, &d1, argv, err, errlen)) ||
             (st = qc_kernel_bind(e->kern[K_ATTN_REDUCE].k, a, na, argv, MAX_ARGS, err, errlen)))
             return st;
-        return qc_gpu_launch(e->g, e->kern[K_ATTN_REDUCE].fn, &d2, argv, err, errlen);
+        return qc_gpu_launch_kernel(e->g, e->kern[K_ATTN_REDUCE].k, e->kern[K_ATTN_REDUCE].fn, &d2, argv, err, errlen);
     }
     qc_attn_prefill_dims(rows, ns, heads, kvh, hd, &d1);
     if (e->kv_fmt) e->kern[K_ATTN_PREFILL].k->launch_dims(&pa, &d1);
     if ((st = qc_kernel_bind(e->kern[K_ATTN_PREFILL].k, a, na, argv, MAX_ARGS, err, errlen))) return st;
-    return qc_gpu_launch(e->g, e->kern[K_ATTN_PREFILL].fn, &d1, argv, err, errlen);
+    return qc_gpu_launch_kernel(e->g, e->kern[K_ATTN_PREFILL].k, e->kern[K_ATTN_PREFILL].fn, &d1, argv, err, errlen);
 }
 
 /* The head for `heads` rows picked by d_last: the last residual add with the

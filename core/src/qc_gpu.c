@@ -632,7 +632,10 @@ static int smem_optin(qc_gpu *g, CUfunction f, unsigned bytes, char *err, size_t
     return 0;
 }
 
-qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *d, void **argv, char *err, size_t errlen) {
+/* qc_gpu_launch with the kernel's descriptor when the caller has it (k may be NULL: looked up for the hook and
+ * for programmatic launch, which then need it) */
+static qc_status launch_fn(qc_gpu *g, const qc_kernel_desc *k, qc_gpu_fn fn, const qc_launch_dims *d, void **argv,
+                           char *err, size_t errlen) {
     if (!fn || !d) {
         qc_errf(err, errlen, "qc_gpu_launch: no function or launch dimensions");
         return QC_ERR_INVALID;
@@ -645,8 +648,8 @@ qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *d, void *
     /* an empty grid is a problem with no rows: nothing to do */
     if (!d->grid[0] || !d->grid[1] || !d->grid[2]) return QC_OK;
     CUfunction f = (CUfunction)(void *)fn;
-    const qc_kernel_desc *hk = NULL;
-    if (g->hook || g->launch_ex) {
+    const qc_kernel_desc *hk = NULL; /* what the function was loaded for (the hook's argument) */
+    if (g->hook || (g->launch_ex && !k)) {
         pthread_mutex_lock(&g->mu);
         for (size_t i = 0; i < g->n_fns && !hk; i++)
             if (g->fns[i].fn == f) hk = g->fns[i].desc;
@@ -658,7 +661,7 @@ qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *d, void *
     if (d->shared_bytes > SMEM_OPTIN_FROM && smem_optin(g, f, d->shared_bytes, err, errlen))
         return QC_ERR_UNSUPPORTED;
     CUresult r;
-    const int early = g->launch_ex && hk && qc_kernel_grid_dep(hk);
+    const int early = g->launch_ex && qc_kernel_grid_dep(k ? k : hk);
     if (early) {
         /* the kernel waits for its predecessors itself (griddepcontrol.wait): its blocks may start early */
         cu_launch_attr a;
@@ -679,6 +682,10 @@ qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *d, void *
     g->launches++;
     if (g->hook) g->hook(g->hook_ctx, hk, argv, d, 1);
     return QC_OK;
+}
+
+qc_status qc_gpu_launch(qc_gpu *g, qc_gpu_fn fn, const qc_launch_dims *d, void **argv, char *err, size_t errlen) {
+    return launch_fn(g, NULL, fn, d, argv, err, errlen);
 }
 
 int qc_kernel_grid_dep(const qc_kernel_desc *k) {
@@ -807,7 +814,7 @@ qc_status qc_gpu_launch_kernel(qc_gpu *g, const qc_kernel_desc *k, qc_gpu_fn fn,
     }
     int has_maps = k->struct_size >= offsetof(qc_kernel_desc, tensor_maps) + sizeof k->tensor_maps &&
                    k->n_tensor_maps > 0;
-    if (!has_maps || !d->grid[0] || !d->grid[1] || !d->grid[2]) return qc_gpu_launch(g, fn, d, argv, err, errlen);
+    if (!has_maps || !d->grid[0] || !d->grid[1] || !d->grid[2]) return launch_fn(g, k, fn, d, argv, err, errlen);
     if (k->n_tensor_maps > QC_MAX_TENSOR_MAPS || !k->tensor_maps || k->n_params > 32) {
         qc_errf(err, errlen, "%s: %u tensor maps (at most %d) or %u params (at most 32)", k->id, k->n_tensor_maps,
                 QC_MAX_TENSOR_MAPS, k->n_params);
@@ -828,7 +835,7 @@ qc_status qc_gpu_launch_kernel(qc_gpu *g, const qc_kernel_desc *k, qc_gpu_fn fn,
         if (st != QC_OK) return st;
         all[k->n_params + i] = &maps[i];
     }
-    return qc_gpu_launch(g, fn, d, all, err, errlen);
+    return launch_fn(g, k, fn, d, all, err, errlen);
 }
 
 /* ---- timing ---- */

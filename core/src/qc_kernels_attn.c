@@ -991,14 +991,15 @@ qc_status qc_attn_kernels_register(const qc_host_api *api, qc_host *host) {
     qc_kernel_desc ks[] = {
         qc_core_kernel_desc("core.kv_write", KV_WRITE_PARAMS, N_OF(KV_WRITE_PARAMS), (void (*)(void))kv_write_ref,
                     KV_WRITE_SRC, "qc_attn_kv_write", kv_write_pdims),
-        qc_core_kernel_desc("core.attn_decode", DECODE_PARAMS, N_OF(DECODE_PARAMS), (void (*)(void))attn_decode_ref,
-                    DECODE_SRC, "qc_attn_decode", decode_pdims),
-        qc_core_kernel_desc("core.attn_decode_reduce", REDUCE_PARAMS, N_OF(REDUCE_PARAMS),
-                    (void (*)(void))attn_decode_reduce_ref, DECODE_SRC, "qc_attn_decode_reduce", reduce_pdims),
+        qc_core_grid_dep(qc_core_kernel_desc("core.attn_decode", DECODE_PARAMS, N_OF(DECODE_PARAMS),
+                                             (void (*)(void))attn_decode_ref, DECODE_SRC, "qc_attn_decode",
+                                             decode_pdims)),
+        qc_core_grid_dep(qc_core_kernel_desc("core.attn_decode_reduce", REDUCE_PARAMS, N_OF(REDUCE_PARAMS),
+                                             (void (*)(void))attn_decode_reduce_ref, DECODE_SRC,
+                                             "qc_attn_decode_reduce", reduce_pdims)),
         qc_core_kernel_desc("core.attn_prefill", PREFILL_PARAMS, N_OF(PREFILL_PARAMS), (void (*)(void))attn_prefill_ref,
                     PREFILL_SRC, "qc_attn_prefill", prefill_pdims),
     };
-    ks[1].flags = ks[2].flags = QC_KERNEL_GRID_DEP; /* the decode pair: qc_grid_dep() first */
     /* QC_ATTN_DEC_SWZ=0: the decode (and its reduce, one build) with the old warp-combine layout, 16-way bank
      * conflicts on its shared stores; the conflict-free default measured 17.2 -> 13.8 us at B 1 x 1K (H200, s7) */
     static const char *const swz_opts[] = {"-DQC_ATTN_SWZ=0", NULL};

@@ -727,13 +727,10 @@ static const qc_kernel_param FILL_PARAMS[] = {
     {"w", QC_PARAM_PTR}, {"count", QC_PARAM_I64}, {"seed", QC_PARAM_I64}, {"scale", QC_PARAM_F32},
 };
 
-/* flags: QC_KERNEL_GRID_DEP where the entry calls qc_grid_dep() first */
 static qc_kernel_desc engine_kernel(const char *id, const qc_kernel_param *params, uint32_t n_params,
                                     void (*reference)(void), const char *entry,
-                                    void (*launch)(const qc_problem *, qc_launch_dims *), uint32_t flags) {
-    qc_kernel_desc k = qc_core_kernel_desc(id, params, n_params, reference, ENGINE_SRC, entry, launch);
-    k.flags = flags;
-    return k;
+                                    void (*launch)(const qc_problem *, qc_launch_dims *)) {
+    return qc_core_kernel_desc(id, params, n_params, reference, ENGINE_SRC, entry, launch);
 }
 
 /* a row kernel: ROW_SRC built with its entry's macro only */
@@ -741,8 +738,7 @@ static qc_kernel_desc row_kernel(const char *id, const qc_kernel_param *params, 
                                  void (*reference)(void), const char *entry, const char *const *options) {
     qc_kernel_desc k = qc_core_kernel_desc(id, params, n_params, reference, ROW_SRC, entry, vec_rows_dims);
     k.nvrtc_options = options;
-    k.flags = QC_KERNEL_GRID_DEP; /* every row entry calls qc_grid_dep() first */
-    return k;
+    return qc_core_grid_dep(k); /* every row entry calls qc_grid_dep() first */
 }
 static const char *const OPT_NORM[] = {"-DQC_ROW_NORM", NULL}, *const OPT_NORM_Q[] = {"-DQC_ROW_NORM_Q", NULL};
 static const char *const OPT_SWIGLU[] = {"-DQC_ROW_SWIGLU", NULL}, *const OPT_SWIGLU_Q[] = {"-DQC_ROW_SWIGLU_Q", NULL};
@@ -752,24 +748,24 @@ static const char *const OPT_CAST_Q[] = {"-DQC_ROW_CAST_Q", NULL};
 
 qc_status qc_engine_kernels_register(const qc_host_api *api, qc_host *host) {
     const qc_kernel_desc ks[] = {
-        engine_kernel("core.embed_bf16", EMBED_BF16_PARAMS, N_OF(EMBED_BF16_PARAMS), (void (*)(void))embed_bf16_ref,
-                      "qc_embed_bf16", rows_dims, QC_KERNEL_GRID_DEP),
+        qc_core_grid_dep(engine_kernel("core.embed_bf16", EMBED_BF16_PARAMS, N_OF(EMBED_BF16_PARAMS),
+                                       (void (*)(void))embed_bf16_ref, "qc_embed_bf16", rows_dims)),
         row_kernel("core.add_rmsnorm", ADD_RMSNORM_PARAMS, N_OF(ADD_RMSNORM_PARAMS), (void (*)(void))add_rmsnorm_ref,
                    "qc_add_rmsnorm", OPT_NORM),
         row_kernel("core.add_rmsnorm_quant", ADD_RMSNORM_Q_PARAMS, N_OF(ADD_RMSNORM_Q_PARAMS),
                    (void (*)(void))add_rmsnorm_quant_ref, "qc_add_rmsnorm_quant", OPT_NORM_Q),
-        engine_kernel("core.qkv_rope_kv", QKV_PARAMS, N_OF(QKV_PARAMS), (void (*)(void))qkv_rope_kv_ref,
-                      "qc_qkv_rope_kv", qkv_dims, QC_KERNEL_GRID_DEP),
+        qc_core_grid_dep(engine_kernel("core.qkv_rope_kv", QKV_PARAMS, N_OF(QKV_PARAMS),
+                                       (void (*)(void))qkv_rope_kv_ref, "qc_qkv_rope_kv", qkv_dims)),
         row_kernel("core.swiglu_ld", SWIGLU_LD_PARAMS, N_OF(SWIGLU_LD_PARAMS), (void (*)(void))swiglu_ld_ref,
                    "qc_swiglu_ld", OPT_SWIGLU),
         row_kernel("core.swiglu_quant", SWIGLU_Q_PARAMS, N_OF(SWIGLU_Q_PARAMS), (void (*)(void))swiglu_quant_ref,
                    "qc_swiglu_quant", OPT_SWIGLU_Q),
         row_kernel("core.cast_quant", CAST_Q_PARAMS, N_OF(CAST_Q_PARAMS), (void (*)(void))cast_quant_ref,
                    "qc_cast_quant", OPT_CAST_Q),
-        engine_kernel("core.cast_bf16", CAST_PARAMS, N_OF(CAST_PARAMS), (void (*)(void))cast_bf16_ref, "qc_cast_bf16",
-                      elem_dims, QC_KERNEL_GRID_DEP),
+        qc_core_grid_dep(engine_kernel("core.cast_bf16", CAST_PARAMS, N_OF(CAST_PARAMS), (void (*)(void))cast_bf16_ref,
+                                       "qc_cast_bf16", elem_dims)),
         engine_kernel("core.fill_random_bf16", FILL_PARAMS, N_OF(FILL_PARAMS), (void (*)(void))fill_random_bf16_ref,
-                      "qc_fill_random_bf16", elem_dims, 0),
+                      "qc_fill_random_bf16", elem_dims),
     };
     qc_status st = QC_OK;
     for (size_t i = 0; st == QC_OK && i < sizeof ks / sizeof ks[0]; i++) st = api->register_kernel(host, &ks[i]);
