@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/qc_gemv1_plan.h"
 #include "mxfp4_cuda.h"
 
 /*
@@ -463,25 +464,8 @@ qc_status mxfp4_frag_ps_register(const qc_host_api *api, qc_host *host, void (*b
 
 /* ---- mxfp4.gemv1: m = 1, K % 1024, whole-line loads (w4a16.gemv1_sym's technique, docs/perf.md session 9) ---- */
 
-#define MXG_MAX_KS 8 /* 256-thread blocks, __launch_bounds__(256, 2) */
-
-/* 4 rows a block; KS doubles while the warps stay within one wave of 16 an SM (2112 on an H200) and each keeps
- * >= 4 steps of 512 bytes a row: w4a16.gemv1_sym's rule (QC_MXG_KS overrides) */
-static void mxg_dims(const qc_problem *p, qc_launch_dims *d) {
-    memset(d, 0, sizeof *d);
-    if (p->m != 1 || p->n <= 0 || p->k < 1024) return;
-    int64_t blocks = (p->n + 3) / 4, steps = p->k / 1024;
-    int ks = 1;
-    while (ks < MXG_MAX_KS && blocks * ks * 2 <= 2112 && steps >= 4 * ks) ks *= 2;
-    const char *ek = getenv("QC_MXG_KS");
-    if (ek && atoi(ek) >= 1 && atoi(ek) <= MXG_MAX_KS) ks = atoi(ek);
-    if (blocks > 0x7fffffffLL) return;
-    d->grid[0] = (uint32_t)blocks;
-    d->grid[1] = d->grid[2] = 1;
-    d->block[0] = 32u * (uint32_t)ks;
-    d->block[1] = d->block[2] = 1;
-    d->shared_bytes = (uint32_t)(ks - 1) * 16u;
-}
+/* the launch: w4a16.gemv1_sym's (plugins/common/qc_gemv1_plan.h), QC_MXG_KS overrides the K split */
+static void mxg_dims(const qc_problem *p, qc_launch_dims *d) { qc_gemv1_dims(p, "QC_MXG_KS", d); }
 
 static int mxg_eligible(const qc_problem *p, qc_reason *why) {
     const char *off = getenv("QC_MXG"); /* A/B runs: mxfp4.gemv_frag_ps takes m = 1 again */

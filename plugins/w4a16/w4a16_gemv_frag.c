@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/qc_gemv1_plan.h"
 #include "w4a16_impl.h"
 
 qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
@@ -567,36 +568,8 @@ static int w4f_el_sym(const qc_problem *p, qc_reason *why) {
 
 static const char W4G_SRC_SYM[] = W4G_SRC;
 
-#define W4G_MAX_KS 8 /* 256-thread blocks: __launch_bounds__(256, 2), 128 registers */
-
-/* 4 rows a block; KS doubles while the warps stay under one wave of 16 an SM and each keeps >= 4 steps of 512 bytes
- * a row (Llama-3-8B: qkv, gate_up KS 1; o, down 2, the fastest of 1-8 measured; QC_W4G_KS overrides for tuning) */
-static void w4g_plan_of(int64_t n, int64_t k, int64_t *blocks, int *ks) {
-    *blocks = 0, *ks = 1;
-    if (n <= 0 || k < 1024) return;
-    int64_t steps = k / 1024;
-    *blocks = (n + 3) / 4;
-    while (*ks < W4G_MAX_KS && *blocks * *ks * 2 <= W4F_WANT_WARPS && steps >= 4 * *ks) *ks *= 2;
-    const char *ek = getenv("QC_W4G_KS");
-    if (ek) {
-        int v = atoi(ek);
-        if (v >= 1 && v <= W4G_MAX_KS) *ks = v;
-    }
-}
-
-static void w4g_dims(const qc_problem *p, qc_launch_dims *d) {
-    memset(d, 0, sizeof *d);
-    int64_t blocks;
-    int ks;
-    if (p->m != 1) return;
-    w4g_plan_of(p->n, p->k, &blocks, &ks);
-    if (blocks <= 0 || blocks > 0x7fffffffLL) return;
-    d->grid[0] = (uint32_t)blocks;
-    d->grid[1] = d->grid[2] = 1;
-    d->block[0] = 32u * (uint32_t)ks;
-    d->block[1] = d->block[2] = 1;
-    d->shared_bytes = (uint32_t)(ks - 1) * 4u * 4u;
-}
+/* the launch: 4 rows a block, QC_W4G_KS overrides the K split (plugins/common/qc_gemv1_plan.h) */
+static void w4g_dims(const qc_problem *p, qc_launch_dims *d) { qc_gemv1_dims(p, "QC_W4G_KS", d); }
 
 static int w4g_el_sym(const qc_problem *p, qc_reason *why) {
     static const char id[] = "w4a16.gemv1_sym";
@@ -650,42 +623,33 @@ static const qc_kernel_param w4f_p_sym[] = {
  * selection (same arch and M range): measured faster on the H200, it is
  * the default for symmetric weights with K a multiple of 128. */
 qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
-    /* m = 1 only: the engine ranks the narrower M range first, so it takes batch-1 decode where it is eligible */
-    qc_kernel_desc d1 = {
-        .struct_size = sizeof d1,
-        .id = "w4a16.gemv1_sym",
-        .format = "w4a16",
-        .phases = QC_PHASE_ANY,
-        .m_min = 1,
-        .m_max = 1,
-        .arch = {80, QC_SM_ANY}, /* mma.sync bf16 and bf16x2 fma: sm_80 */
-        .n_params = sizeof w4f_p_sym / sizeof w4f_p_sym[0],
-        .params = w4f_p_sym,
-        .reference = (void (*)(void))w4f_ref_sym,
-        .cuda_source = W4G_SRC_SYM,
-        .cuda_entry = "qc_w4g_gemv1_sym",
-        .launch_dims = w4g_dims,
-        .eligible = w4g_el_sym,
-        .flags = QC_KERNEL_GRID_DEP, /* the first stage of codes and scales loads before qc_grid_wait */
-    };
-    qc_status st = api->register_kernel(host, &d1);
-    if (st != QC_OK) return st;
+    /* the two GEMVs share their parameters, C reference, arch (mma.sync bf16 and bf16x2 fma: sm_80) and flag (the
+     * first stage of codes and scales loads before qc_grid_wait) */
     qc_kernel_desc d = {
         .struct_size = sizeof d,
-        .id = "w4a16.gemv_frag_sym",
         .format = "w4a16",
         .phases = QC_PHASE_ANY,
         .m_min = 1,
-        .m_max = 16,
-        .arch = {80, QC_SM_ANY}, /* mma.sync bf16 and bf16x2 fma: sm_80 */
+        .arch = {80, QC_SM_ANY},
         .n_params = sizeof w4f_p_sym / sizeof w4f_p_sym[0],
         .params = w4f_p_sym,
         .reference = (void (*)(void))w4f_ref_sym,
-        .cuda_source = W4F_SRC_SYM,
-        .cuda_entry = "qc_w4f_gemv_sym",
-        .launch_dims = w4f_dims,
-        .eligible = w4f_el_sym,
-        .flags = QC_KERNEL_GRID_DEP, /* the first stage of codes and scales loads before qc_grid_wait */
+        .flags = QC_KERNEL_GRID_DEP,
     };
+    /* m = 1 only: the engine ranks the narrower M range first, so it takes batch-1 decode where it is eligible */
+    d.id = "w4a16.gemv1_sym";
+    d.m_max = 1;
+    d.cuda_source = W4G_SRC_SYM;
+    d.cuda_entry = "qc_w4g_gemv1_sym";
+    d.launch_dims = w4g_dims;
+    d.eligible = w4g_el_sym;
+    qc_status st = api->register_kernel(host, &d);
+    if (st != QC_OK) return st;
+    d.id = "w4a16.gemv_frag_sym";
+    d.m_max = 16;
+    d.cuda_source = W4F_SRC_SYM;
+    d.cuda_entry = "qc_w4f_gemv_sym";
+    d.launch_dims = w4f_dims;
+    d.eligible = w4f_el_sym;
     return api->register_kernel(host, &d);
 }
