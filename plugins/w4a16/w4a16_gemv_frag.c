@@ -504,8 +504,8 @@ static void w4f_ref_sym(const uint16_t *xb, const uint8_t *qweight, const uint16
 
 /* ---- eligibility ---- */
 
-static int w4f_el_sym(const qc_problem *p, qc_reason *why) {
-    static const char id[] = "w4a16.gemv_frag_sym";
+/* both GEMVs take the sym scheme only (scheme 0 reads as sym), without act-order permutation */
+static int w4f_scheme_ok(const char *id, const qc_problem *p, qc_reason *why) {
     uint32_t s = p->struct_size >= offsetof(qc_problem, scheme) + sizeof p->scheme ? p->scheme : 0;
     if (s == 0) s = W4A16_SCHEME_SYM;
     if (s == (W4A16_SCHEME_SYM | W4A16_SCHEME_PERM)) {
@@ -518,6 +518,12 @@ static int w4f_el_sym(const qc_problem *p, qc_reason *why) {
                "%s (0x%x)", id, w4_scheme_name(s), s);
         return 0;
     }
+    return 1;
+}
+
+static int w4f_el_sym(const qc_problem *p, qc_reason *why) {
+    static const char id[] = "w4a16.gemv_frag_sym";
+    if (!w4f_scheme_ok(id, p, why)) return 0;
     if (!w4_group_ok(p->group_size)) {
         w4_why(why, "group", "%s needs the weight's group size (32, 64 or 128), problem has %u", id, p->group_size);
         return 0;
@@ -578,18 +584,7 @@ static int w4g_el_sym(const qc_problem *p, qc_reason *why) {
         w4_why(why, "off", "%s is switched off (QC_W4G=off)", id);
         return 0;
     }
-    uint32_t s = p->struct_size >= offsetof(qc_problem, scheme) + sizeof p->scheme ? p->scheme : 0;
-    if (s == 0) s = W4A16_SCHEME_SYM;
-    if (s == (W4A16_SCHEME_SYM | W4A16_SCHEME_PERM)) {
-        w4_why(why, "perm", "%s does not take act-order weights (scheme %s): the stored K order needs x permuted", id,
-               w4_scheme_name(s));
-        return 0;
-    }
-    if (s != W4A16_SCHEME_SYM) {
-        w4_why(why, "scheme", "%s takes scheme sym only (w4a16.gemv_asym / gemv_fmin run the others), the weight is "
-               "%s (0x%x)", id, w4_scheme_name(s), s);
-        return 0;
-    }
+    if (!w4f_scheme_ok(id, p, why)) return 0;
     if (p->group_size != 128) {
         w4_why(why, "group", "%s needs group size 128 (a 64-byte segment is one group), the weight has %u "
                "(w4a16.gemv_frag_sym takes 32 and 64)", id, p->group_size);
