@@ -86,7 +86,7 @@ enum { K_EMBED, K_ADD_NORM, K_QKV, K_SWIGLU, K_CAST, K_FILL, K_ARGMAX, K_ATTN_DE
 
 static const char *const KERNEL_IDS[K_COUNT] = {
     "core.embed_bf16", "core.add_rmsnorm", "core.qkv_rope_kv", "core.swiglu_ld",  "core.cast_bf16",
-    "core.fill_random_bf16", "core.argmax",  "core.attn_decode", "core.attn_decode_reduce", "core.attn_prefill",
+    "core.fill_random_bf16", "core.argmax",  "core.attn_decode", "core.attn_decode_reduce_bf16", "core.attn_prefill",
     "core.add_rmsnorm_quant", "core.swiglu_quant", "core.cast_quant",
 };
 
@@ -1590,8 +1590,10 @@ size_t qc_engine_seq_len(const qc_engine *e, int seq) {
 /* ---- the forward pass ---- */
 
 /* Paged attention of one layer: the split-K decode pair when every row is a
- * sequence's only new token, else the causal prefill over the cache. */
-static qc_status attention(qc_engine *e, eng_layer *L, int64_t rows, int n_seqs, int decode, char *err, size_t errlen) {
+ * sequence's only new token, else the causal prefill over the cache.  *bf16:
+ * whether attb now holds the output's bf16 copy (a reduce that writes it). */
+static qc_status attention(qc_engine *e, eng_layer *L, int64_t rows, int n_seqs, int decode, int *bf16, char *err,
+                           size_t errlen) {
     const qc_model_shape *s = &e->s;
     int heads = s->n_heads, kvh = s->n_kv_heads, hd = s->head_dim, mb = e->max_blocks, ns = n_seqs;
     float scale = (float)(1.0 / sqrt((double)hd));
@@ -1601,8 +1603,9 @@ static qc_status attention(qc_engine *e, eng_layer *L, int64_t rows, int n_seqs,
                         ARG("n_heads", heads),         ARG("n_kv_heads", kvh),         ARG("head_dim", hd),
                         ARG("max_blocks", mb),         ARG("scale", scale),
                         ARG(QC_KV_PARAM_K_SCALE, L->k_scale), ARG(QC_KV_PARAM_V_SCALE, L->v_scale),
-                        ARG(QC_KV_PARAM_VARIANT, e->kv_variant)};
+                        ARG(QC_KV_PARAM_VARIANT, e->kv_variant), ARG("out.bf16", e->attb.ptr)};
     size_t na = sizeof a / sizeof a[0];
+    *bf16 = 0;
     void *argv[MAX_ARGS];
     qc_launch_dims d1, d2;
     qc_status st;
@@ -1616,7 +1619,9 @@ static qc_status attention(qc_engine *e, eng_layer *L, int64_t rows, int n_seqs,
             (st = qc_gpu_launch_kernel(e->g, e->kern[K_ATTN_DECODE].k, e->kern[K_ATTN_DECODE].fn, &d1, argv, err, errlen)) ||
             (st = qc_kernel_bind(e->kern[K_ATTN_REDUCE].k, a, na, argv, MAX_ARGS, err, errlen)))
             return st;
-        return qc_gpu_launch_kernel(e->g, e->kern[K_ATTN_REDUCE].k, e->kern[K_ATTN_REDUCE].fn, &d2, argv, err, errlen);
+        st = qc_gpu_launch_kernel(e->g, e->kern[K_ATTN_REDUCE].k, e->kern[K_ATTN_REDUCE].fn, &d2, argv, err, errlen);
+        *bf16 = st == QC_OK && has_param(e->kern[K_ATTN_REDUCE].k, "out.bf16");
+        return st;
     }
     qc_attn_prefill_dims(rows, ns, heads, kvh, hd, &d1);
     if (e->kv_fmt) e->kern[K_ATTN_PREFILL].k->launch_dims(&pa, &d1);
@@ -1716,8 +1721,13 @@ static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int
                              ARG("eps", eps),              ARG(QC_KV_PARAM_K_SCALE, L->k_scale),
                              ARG(QC_KV_PARAM_V_SCALE, L->v_scale), ARG(QC_KV_PARAM_VARIANT, e->kv_variant)};
         if ((st = launch(e, e->kern[K_QKV].k, e->kern[K_QKV].fn, &pq, aq, 20, err, errlen))) return st;
-        if ((st = attention(e, L, rows, n_seqs, decode, err, errlen))) return st;
-        if ((st = linear_run(e, &L->o, e->att.ptr, 0, e->h.ptr, rows, err, errlen))) return st;
+        int attb_ok;
+        if ((st = attention(e, L, rows, n_seqs, decode, &attb_ok, err, errlen)) ||
+            (st = linear_pick(e, &L->o, rows, &LV, &ch, err, errlen)))
+            return st;
+        /* the reduce wrote the bf16 copy: no cast launch, unless the cast also quantizes (fused) */
+        qc_devptr ob = attb_ok && !fused(e, ch) ? e->attb.ptr : 0;
+        if ((st = linear_exec(e, LV, ch, e->att.ptr, ob, e->h.ptr, rows, 0, err, errlen))) return st;
         if ((st = norm_into(e, &L->gate_up, e->h.ptr, L->ffn_norm.ptr, rows, &LV, &ch, &pre, err, errlen)) ||
             (st = linear_exec(e, LV, ch, e->y.ptr, e->yb.ptr, e->gu.ptr, rows, pre, err, errlen)))
             return st;

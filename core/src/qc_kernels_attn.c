@@ -40,7 +40,9 @@
  *                          Sequences whose context fits one partition are
  *                          written to `out`; the others leave per-partition
  *                          partials in `work` ...
- *   core.attn_decode_reduce ... which this second launch combines into `out`.
+ *   core.attn_decode_reduce ... which this second launch combines into `out`
+ *                          (core.attn_decode_reduce_bf16: and writes out's
+ *                          bf16 copy `out.bf16`, every sequence's).
  *                          The engine launches both, in order, every step
  *                          (qc_attn_decode_dims gives both geometries).  The
  *                          decode reference writes the final `out` itself and
@@ -434,10 +436,17 @@ static const char DECODE_SRC[] = ATTN_COMMON
     "}\n"
     "\n"
     "/* Combine the partitions of sequences that had more than one: out = sum_p\n"
-    " * 2^(m_p - M) acc_p / sum_p 2^(m_p - M) l_p.  grid (n_heads, n_seqs), 128 threads. */\n"
-    "extern \"C\" __global__ void __launch_bounds__(128)\n"
-    "    qc_attn_decode_reduce(const int *ctx_lens, float *out, const float *work, int n_seqs, int n_heads,\n"
-    "                          int n_kv_heads, int head_dim, int max_blocks) {\n"
+    " * 2^(m_p - M) acc_p / sum_p 2^(m_p - M) l_p.  grid (n_heads, n_seqs), 128 threads.\n"
+    " * ob (may be null): out's bf16 copy (nearest even, as core.cast_bf16), of every\n"
+    " * sequence, so that a linear taking bf16 needs no cast launch after it. */\n"
+    "__device__ __forceinline__ unsigned short qc_red_tobf(float f) {\n"
+    "    unsigned short r;\n"
+    "    asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(f));\n"
+    "    return r;\n"
+    "}\n"
+    "__device__ __forceinline__ void qc_reduce(const int *ctx_lens, float *out, const float *work, int n_seqs,\n"
+    "                                          int n_heads, int n_kv_heads, int head_dim, int max_blocks,\n"
+    "                                          unsigned short *ob) {\n"
     "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    __shared__ float wts[QC_DEC_MAX_PARTS];\n"
     "    __shared__ float inv_l;\n"
@@ -448,7 +457,14 @@ static const char DECODE_SRC[] = ATTN_COMMON
     "    int ctx = ctx_lens[seq];\n"
     "    ctx = ctx < 0 ? 0 : ctx > max_blocks * QC_KVB ? max_blocks * QC_KVB : ctx;\n"
     "    const int plen = qc_dec_part_len(ctx, nparts), nused = (ctx + plen - 1) / plen;\n"
-    "    if (nused <= 1) return; /* the decode kernel wrote it */\n"
+    "    if (nused <= 1) { /* the decode kernel wrote it */\n"
+    "        if (ob)\n"
+    "            for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {\n"
+    "                const long long o = ((long long)seq * n_heads + h) * head_dim + d;\n"
+    "                ob[o] = qc_red_tobf(out[o]);\n"
+    "            }\n"
+    "        return;\n"
+    "    }\n"
     "    const long long base = ((long long)seq * n_heads + h) * nparts;\n"
     "    const float *ml = work + (long long)n_seqs * n_heads * nparts * head_dim;\n"
     "    if (threadIdx.x < 32) {\n"
@@ -468,8 +484,20 @@ static const char DECODE_SRC[] = ATTN_COMMON
     "    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {\n"
     "        float acc = 0.f;\n"
     "        for (int p = 0; p < nused; p++) acc += wts[p] * work[(base + p) * head_dim + d];\n"
-    "        out[((long long)seq * n_heads + h) * head_dim + d] = acc * inv_l;\n"
+    "        const long long o = ((long long)seq * n_heads + h) * head_dim + d;\n"
+    "        out[o] = acc * inv_l;\n"
+    "        if (ob) ob[o] = qc_red_tobf(acc * inv_l);\n"
     "    }\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(128)\n"
+    "    qc_attn_decode_reduce(const int *ctx_lens, float *out, const float *work, int n_seqs, int n_heads,\n"
+    "                          int n_kv_heads, int head_dim, int max_blocks) {\n"
+    "    qc_reduce(ctx_lens, out, work, n_seqs, n_heads, n_kv_heads, head_dim, max_blocks, 0);\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(128)\n"
+    "    qc_attn_decode_reduce_bf16(const int *ctx_lens, float *out, const float *work, int n_seqs, int n_heads,\n"
+    "                               int n_kv_heads, int head_dim, int max_blocks, unsigned short *out_bf16) {\n"
+    "    qc_reduce(ctx_lens, out, work, n_seqs, n_heads, n_kv_heads, head_dim, max_blocks, out_bf16);\n"
     "}\n";
 
 static const char PREFILL_SRC[] = ATTN_COMMON
@@ -899,16 +927,22 @@ static void attn_decode_ref(const float *q, const uint16_t *k_cache, const uint1
 }
 
 /* The combine the reduce kernel does, in double, from the partials the GPU
- * decode left in work (log2-domain maxima m_p, sums l_p, unnormalized acc_p). */
-static void attn_decode_reduce_ref(const int32_t *ctx_lens, float *out, const float *work, int32_t n_seqs,
-                                   int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t max_blocks) {
+ * decode left in work (log2-domain maxima m_p, sums l_p, unnormalized acc_p);
+ * out_bf16 (may be NULL): out's bf16 copy, every sequence. */
+static void reduce_ref(const int32_t *ctx_lens, float *out, const float *work, int32_t n_seqs, int32_t n_heads,
+                       int32_t n_kv_heads, int32_t head_dim, int32_t max_blocks, uint16_t *out_bf16) {
     if (n_seqs <= 0 || n_heads <= 0 || !shape_ok(n_heads, n_kv_heads, head_dim) || max_blocks <= 0) return;
     int nparts = qc_attn_decode_parts(n_seqs, n_kv_heads, max_blocks);
     const float *ml = work + (int64_t)n_seqs * n_heads * nparts * head_dim;
     for (int32_t s = 0; s < n_seqs; s++) {
         int64_t ctx = clamp_ctx(ctx_lens[s], max_blocks), plen = part_len(ctx, nparts);
         int64_t nused = (ctx + plen - 1) / plen;
-        if (nused <= 1) continue;
+        if (nused <= 1) {
+            if (out_bf16)
+                for (int64_t i = (int64_t)s * n_heads * head_dim; i < (int64_t)(s + 1) * n_heads * head_dim; i++)
+                    out_bf16[i] = qc_f32_to_bf16(out[i]);
+            continue;
+        }
         for (int32_t h = 0; h < n_heads; h++) {
             int64_t base = ((int64_t)s * n_heads + h) * nparts;
             double mm = -INFINITY, l = 0;
@@ -919,10 +953,21 @@ static void attn_decode_reduce_ref(const int32_t *ctx_lens, float *out, const fl
                 double acc = 0;
                 for (int64_t p = 0; p < nused; p++)
                     acc += exp2(ml[2 * (base + p)] - mm) * work[(base + p) * head_dim + d];
-                out[((int64_t)s * n_heads + h) * head_dim + d] = (float)(acc / l);
+                int64_t o = ((int64_t)s * n_heads + h) * head_dim + d;
+                out[o] = (float)(acc / l);
+                if (out_bf16) out_bf16[o] = qc_f32_to_bf16(out[o]);
             }
         }
     }
+}
+static void attn_decode_reduce_ref(const int32_t *ctx_lens, float *out, const float *work, int32_t n_seqs,
+                                   int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t max_blocks) {
+    reduce_ref(ctx_lens, out, work, n_seqs, n_heads, n_kv_heads, head_dim, max_blocks, NULL);
+}
+static void attn_decode_reduce_bf16_ref(const int32_t *ctx_lens, float *out, const float *work, int32_t n_seqs,
+                                        int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t max_blocks,
+                                        uint16_t *out_bf16) {
+    reduce_ref(ctx_lens, out, work, n_seqs, n_heads, n_kv_heads, head_dim, max_blocks, out_bf16);
 }
 
 static void attn_prefill_ref(const float *q, const uint16_t *k_cache, const uint16_t *v_cache,
@@ -976,6 +1021,11 @@ static const qc_kernel_param REDUCE_PARAMS[] = {
     {"n_seqs", QC_PARAM_I32},     {"n_heads", QC_PARAM_I32},  {"n_kv_heads", QC_PARAM_I32},
     {"head_dim", QC_PARAM_I32},   {"max_blocks", QC_PARAM_I32},
 };
+static const qc_kernel_param REDUCE_BF16_PARAMS[] = {
+    {"ctx_lens", QC_PARAM_PTR},   {"out", QC_PARAM_PTR},      {"work", QC_PARAM_PTR},
+    {"n_seqs", QC_PARAM_I32},     {"n_heads", QC_PARAM_I32},  {"n_kv_heads", QC_PARAM_I32},
+    {"head_dim", QC_PARAM_I32},   {"max_blocks", QC_PARAM_I32}, {"out.bf16", QC_PARAM_PTR},
+};
 
 static const qc_kernel_param PREFILL_PARAMS[] = {
     {"q", QC_PARAM_PTR},          {"k_cache", QC_PARAM_PTR},    {"v_cache", QC_PARAM_PTR},
@@ -999,12 +1049,18 @@ qc_status qc_attn_kernels_register(const qc_host_api *api, qc_host *host) {
                                              "qc_attn_decode_reduce", reduce_pdims)),
         qc_core_kernel_desc("core.attn_prefill", PREFILL_PARAMS, N_OF(PREFILL_PARAMS), (void (*)(void))attn_prefill_ref,
                     PREFILL_SRC, "qc_attn_prefill", prefill_pdims),
+        /* the reduce that also writes out's bf16 copy: the engine's, with the core's bf16 cache (no cast launch
+           before a linear that takes bf16) */
+        qc_core_grid_dep(qc_core_kernel_desc("core.attn_decode_reduce_bf16", REDUCE_BF16_PARAMS,
+                                             N_OF(REDUCE_BF16_PARAMS), (void (*)(void))attn_decode_reduce_bf16_ref,
+                                             DECODE_SRC, "qc_attn_decode_reduce_bf16", reduce_pdims)),
     };
     /* QC_ATTN_DEC_SWZ=0: the decode (and its reduce, one build) with the old warp-combine layout, 16-way bank
      * conflicts on its shared stores; the conflict-free default measured 17.2 -> 13.8 us at B 1 x 1K (H200, s7) */
     static const char *const swz_opts[] = {"-DQC_ATTN_SWZ=0", NULL};
     const char *swz = getenv("QC_ATTN_DEC_SWZ");
-    if (swz && strcmp(swz, "0") == 0) ks[1].nvrtc_options = ks[2].nvrtc_options = swz_opts;
+    for (size_t i = 0; swz && strcmp(swz, "0") == 0 && i < sizeof ks / sizeof ks[0]; i++)
+        if (ks[i].cuda_source == DECODE_SRC) ks[i].nvrtc_options = swz_opts;
     qc_status st = QC_OK;
     for (size_t i = 0; st == QC_OK && i < sizeof ks / sizeof ks[0]; i++) st = api->register_kernel(host, &ks[i]);
     return st;

@@ -279,13 +279,23 @@ static const char ROW_SRC[] =
     "                                                 float *xs, long long m, long long n, float eps) {\n"
     "    long long r = blockIdx.x;\n"
     "    if (r >= m) return;\n"
+    "    const int T = blockDim.x, tid = threadIdx.x;\n"
+    "    const long long nc = n >> 2;\n"
+    "    const bool vec = !(n & 3) && nc <= (long long)QC_VPT * T && qc_al16(x) && qc_al16(h) && qc_al16(w) &&\n"
+    "                     qc_al16(y) && qc_al16(yb);\n"
+    "    /* the norm's weights (no kernel writes them) are loaded before the grid wait, under the tail of the\n"
+    "       kernel before (QC_KERNEL_GRID_DEP): the second memory round trip of the row is off the chain */\n"
+    "    float4 gw[QC_VPT];\n"
+    "#pragma unroll\n"
+    "    for (int c = 0; c < QC_VPT; c++) {\n"
+    "        long long j = (long long)c * T + tid;\n"
+    "        if (vec && j < nc) gw[c] = ((const float4 *)w)[j];\n"
+    "    }\n"
+    "    qc_grid_dep();\n"
     "    long long s = idx ? idx[r] : r;\n"
     "    float *xr = x + s * n;\n"
     "    const float *hr = h ? h + s * n : 0;\n"
-    "    const int T = blockDim.x, tid = threadIdx.x;\n"
-    "    const long long nc = n >> 2;\n"
-    "    if ((n & 3) || nc > (long long)QC_VPT * T || !qc_al16(x) || !qc_al16(h) || !qc_al16(w) || !qc_al16(y) ||\n"
-    "        !qc_al16(yb)) {\n"
+    "    if (!vec) {\n"
     "        if (MODE) { /* never launched so (qc_fuse_decide): say so in the scale */\n"
     "            if (tid == 0) xs[r] = __int_as_float(0x7fc00000);\n"
     "            return;\n"
@@ -327,7 +337,7 @@ static const char ROW_SRC[] =
     "    for (int c = 0; c < QC_VPT; c++) {\n"
     "        long long j = (long long)c * T + tid;\n"
     "        if (j < nc) {\n"
-    "            float4 g = ((const float4 *)w)[j];\n"
+    "            const float4 g = gw[c];\n"
     "            v[c] = make_float4(v[c].x * inv * g.x, v[c].y * inv * g.y, v[c].z * inv * g.z, v[c].w * inv * g.w);\n"
     "        }\n"
     "    }\n"
@@ -337,7 +347,7 @@ static const char ROW_SRC[] =
     "extern \"C\" __global__ void __launch_bounds__(1024) qc_add_rmsnorm(float *x, const float *h, const float *w,\n"
     "                                                               float *y, unsigned short *yb, const int *idx,\n"
     "                                                               long long m, long long n, float eps) {\n"
-    "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
+    "    /* QC_KERNEL_GRID_DEP: the template reads only the weights before its qc_grid_dep() */\n"
     "    qc_add_rmsnorm_t<0>(x, h, w, y, yb, idx, 0, 0, m, n, eps);\n"
     "}\n"
     "#endif\n"
@@ -347,12 +357,12 @@ static const char ROW_SRC[] =
     "                                                                     const int *idx, unsigned char *xq, float *xs,\n"
     "                                                                     float *y, unsigned short *yb, long long m,\n"
     "                                                                     long long n, float eps, int recipe) {\n"
-    "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
+    "    /* QC_KERNEL_GRID_DEP: the template reads only the weights before its qc_grid_dep() */\n"
     "    switch (recipe) {\n"
     "    case QC_M_E4M3_TOKEN: qc_add_rmsnorm_t<QC_M_E4M3_TOKEN>(x, h, w, y, yb, idx, xq, xs, m, n, eps); break;\n"
     "    case QC_M_E4M3_G128: qc_add_rmsnorm_t<QC_M_E4M3_G128>(x, h, w, y, yb, idx, xq, xs, m, n, eps); break;\n"
     "    case QC_M_INT8_TOKEN: qc_add_rmsnorm_t<QC_M_INT8_TOKEN>(x, h, w, y, yb, idx, xq, xs, m, n, eps); break;\n"
-    "    default: break;\n"
+    "    default: qc_grid_dep(); break;\n"
     "    }\n"
     "}\n"
     "#endif\n"
@@ -396,11 +406,34 @@ static const char ROW_SRC[] =
     "    }\n"
     "}\n"
     "#ifdef QC_ROW_SWIGLU\n"
-    "extern \"C\" __global__ void __launch_bounds__(1024) qc_swiglu_ld(const float *g, const float *u, long long ld,\n"
-    "                                                             float *y, unsigned short *yb, long long m,\n"
-    "                                                             long long n) {\n"
+    "/* without quantization SwiGLU is elementwise: a grid-stride loop over the m x n/4 chunks, so that at batch 1\n"
+    "   the row is spread over many SMs instead of one block's (the same arithmetic as qc_swiglu_t) */\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) qc_swiglu_ld(const float *g, const float *u, long long ld,\n"
+    "                                                            float *y, unsigned short *yb, long long m,\n"
+    "                                                            long long n) {\n"
     "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
-    "    qc_swiglu_t<0>(g, u, ld, y, yb, 0, 0, m, n);\n"
+    "    const long long stride = (long long)gridDim.x * blockDim.x, first = (long long)blockIdx.x * blockDim.x +\n"
+    "                                                                         threadIdx.x;\n"
+    "    if (!(n & 3) && !(ld & 3) && qc_al16(g) && qc_al16(u) && qc_al16(y) && qc_al16(yb)) {\n"
+    "        const long long nc = n >> 2;\n"
+    "        for (long long i = first; i < m * nc; i += stride) {\n"
+    "            const long long r = i / nc, j = i - r * nc;\n"
+    "            const float4 a = ((const float4 *)(g + r * ld))[j], b = ((const float4 *)(u + r * ld))[j];\n"
+    "            const float4 v = make_float4(qc_silu_mul(a.x, b.x), qc_silu_mul(a.y, b.y), qc_silu_mul(a.z, b.z),\n"
+    "                                         qc_silu_mul(a.w, b.w));\n"
+    "            if (y) ((float4 *)(y + r * n))[j] = v;\n"
+    "            if (yb)\n"
+    "                ((uint2 *)(yb + r * n))[j] = make_uint2(qc_tobf(v.x) | (unsigned)qc_tobf(v.y) << 16,\n"
+    "                                                        qc_tobf(v.z) | (unsigned)qc_tobf(v.w) << 16);\n"
+    "        }\n"
+    "        return;\n"
+    "    }\n"
+    "    for (long long i = first; i < m * n; i += stride) {\n"
+    "        const long long r = i / n, c = i - r * n;\n"
+    "        const float v = qc_silu_mul(g[r * ld + c], u[r * ld + c]);\n"
+    "        if (y) y[r * n + c] = v;\n"
+    "        if (yb) yb[r * n + c] = qc_tobf(v);\n"
+    "    }\n"
     "}\n"
     "#endif\n"
     "#ifdef QC_ROW_SWIGLU_Q\n"
@@ -676,6 +709,11 @@ static void vec_rows_dims(const qc_problem *p, qc_launch_dims *d) {
     dims(d, p->m > 0 && p->m <= ROWS_MAX ? (uint32_t)p->m : 0, 1, (uint32_t)t);
 }
 
+/* m rows of n elementwise, a chunk of 4 per thread (swiglu_ld's grid-stride loop takes any grid) */
+static void chunk_dims(const qc_problem *p, qc_launch_dims *d) {
+    dims(d, blocks_for(p->m > 0 && p->n > 0 ? p->m * ((p->n + 3) / 4) : 0, 256), 1, 256);
+}
+
 /* m tokens, n = heads + kv_heads, k = head_dim */
 static void qkv_dims(const qc_problem *p, qc_launch_dims *d) {
     uint32_t half = p->k >= 2 ? (uint32_t)(p->k / 2) : 0;
@@ -738,7 +776,12 @@ static qc_kernel_desc row_kernel(const char *id, const qc_kernel_param *params, 
                                  void (*reference)(void), const char *entry, const char *const *options) {
     qc_kernel_desc k = qc_core_kernel_desc(id, params, n_params, reference, ROW_SRC, entry, vec_rows_dims);
     k.nvrtc_options = options;
-    return qc_core_grid_dep(k); /* every row entry calls qc_grid_dep() first */
+    return qc_core_grid_dep(k); /* every row entry calls qc_grid_dep() before it reads more than weights */
+}
+/* the same with its own geometry */
+static qc_kernel_desc row_kernel_dims(qc_kernel_desc k, void (*launch)(const qc_problem *, qc_launch_dims *)) {
+    k.launch_dims = launch;
+    return k;
 }
 static const char *const OPT_NORM[] = {"-DQC_ROW_NORM", NULL}, *const OPT_NORM_Q[] = {"-DQC_ROW_NORM_Q", NULL};
 static const char *const OPT_SWIGLU[] = {"-DQC_ROW_SWIGLU", NULL}, *const OPT_SWIGLU_Q[] = {"-DQC_ROW_SWIGLU_Q", NULL};
@@ -756,8 +799,9 @@ qc_status qc_engine_kernels_register(const qc_host_api *api, qc_host *host) {
                    (void (*)(void))add_rmsnorm_quant_ref, "qc_add_rmsnorm_quant", OPT_NORM_Q),
         qc_core_grid_dep(engine_kernel("core.qkv_rope_kv", QKV_PARAMS, N_OF(QKV_PARAMS),
                                        (void (*)(void))qkv_rope_kv_ref, "qc_qkv_rope_kv", qkv_dims)),
-        row_kernel("core.swiglu_ld", SWIGLU_LD_PARAMS, N_OF(SWIGLU_LD_PARAMS), (void (*)(void))swiglu_ld_ref,
-                   "qc_swiglu_ld", OPT_SWIGLU),
+        row_kernel_dims(row_kernel("core.swiglu_ld", SWIGLU_LD_PARAMS, N_OF(SWIGLU_LD_PARAMS),
+                                   (void (*)(void))swiglu_ld_ref, "qc_swiglu_ld", OPT_SWIGLU),
+                        chunk_dims),
         row_kernel("core.swiglu_quant", SWIGLU_Q_PARAMS, N_OF(SWIGLU_Q_PARAMS), (void (*)(void))swiglu_quant_ref,
                    "qc_swiglu_quant", OPT_SWIGLU_Q),
         row_kernel("core.cast_quant", CAST_Q_PARAMS, N_OF(CAST_Q_PARAMS), (void (*)(void))cast_quant_ref,

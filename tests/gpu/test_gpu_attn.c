@@ -33,8 +33,8 @@ typedef struct ctx {
     qc_gpu *g;
     qc_nvrtc *nv;
     qc_runtime *rt;
-    const qc_kernel_desc *kw, *dec, *red, *pf;
-    qc_gpu_fn fkw, fdec, fred, fpf;
+    const qc_kernel_desc *kw, *dec, *red, *pf, *redb;
+    qc_gpu_fn fkw, fdec, fred, fpf, fredb;
     uint64_t rng;
 } ctx;
 
@@ -307,6 +307,46 @@ static void ctx_list(char *buf, size_t len, int n, const int32_t *v) {
 
 typedef gt_launch launch;
 
+/* core.attn_decode_reduce_bf16 (the engine's reduce) on the partials and the out that the decode and
+ * core.attn_decode_reduce left (args as they were bound, got: that out): out unchanged bit for bit (the
+ * combine again, the same arithmetic), every element's bf16 copy written, equal to the C conversion's. */
+static void reduce_bf16_check(ctx *c, const char *name, const qc_launch_dims *d, const qc_named_arg *args,
+                              const float *got, size_t qn) {
+    char err[512];
+    qc_gpu_buf dob = {0};
+    uint16_t *ob = malloc((qn + 2 * GUARD_WORDS) * 2);
+    float *again = malloc(qn * 4);
+    qc_status st = ob && again ? QC_OK : QC_ERR_NOMEM;
+    if (st == QC_OK)
+        st = qc_gpu_alloc(c->g, qn * 2, (qn + 2 * GUARD_WORDS) * 2, QC_MEM_ACTIVATIONS, "out.bf16", &dob, err,
+                          sizeof err);
+    if (st == QC_OK) st = qc_gpu_memset32(c->g, dob.ptr, GT_POISON, (qn + 2 * GUARD_WORDS) / 2, err, sizeof err);
+    qc_named_arg a[14];
+    memcpy(a, args, 13 * sizeof a[0]);
+    a[13] = (qc_named_arg){"out.bf16", &dob.ptr};
+    void *argv[16];
+    if (st == QC_OK) st = qc_kernel_bind(c->redb, a, 14, argv, 16, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_launch(c->g, c->fredb, d, argv, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_download(c->g, ob, dob.ptr, (qn + 2 * GUARD_WORDS) * 2, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_download(c->g, again, *(const qc_devptr *)args[5].value, qn * 4, err, sizeof err);
+    CHECK(st == QC_OK, "%s: bf16 reduce: %s", name, st == QC_ERR_NOMEM ? "out of host memory" : err);
+    if (st == QC_OK) {
+        size_t bad = 0, first = 0;
+        for (size_t i = 0; i < qn; i++)
+            if (ob[i] != qc_f32_to_bf16(got[i]) || memcmp(&again[i], &got[i], 4) != 0) {
+                if (!bad++) first = i;
+            }
+        int guard_ok = qn % 2 == 0; /* the poison is 32-bit words */
+        for (size_t i = qn; guard_ok && i < qn + 2 * GUARD_WORDS; i += 2)
+            guard_ok &= ((uint32_t)ob[i] | (uint32_t)ob[i + 1] << 16) == GT_POISON;
+        CHECK(bad == 0, "%s: bf16 reduce: %zu of %zu elements differ from out / its bf16 (first %zu: %04x vs %04x)",
+              name, bad, qn, first, bad ? ob[first] : 0, bad ? qc_f32_to_bf16(got[first]) : 0);
+        CHECK(guard_ok, "%s: bf16 reduce wrote past out.bf16", name);
+    }
+    qc_gpu_free(c->g, &dob);
+    free(ob), free(again);
+}
+
 /* ---- decode ---- */
 
 /* One decode step over n_seqs sequences with the given contexts: the pair
@@ -421,6 +461,7 @@ static void case_decode(ctx *c, int n_seqs, const int32_t *ctx_lens, int nh, int
         printf("  %-58s reduce C reference vs GPU reduce: worst d/tol %.3f (tol 1e-5 * sum p|v|)\n", "", mr.worst);
         CHECK(mr.bad == 0, "%s: the reduce reference differs from the GPU reduce at %zu", name, mr.first);
     }
+    if (!m.bad) reduce_bf16_check(c, name, &ls[0][1].d, args, got, qn);
     if (timing && !m.bad) {
         double us = gt_time_launches(c->g, &ls[0][0], 2, 2, sets, REPS);
         double floor_us = (double)kvb / HBM_BPS * 1e6;
@@ -607,11 +648,11 @@ int main(void) {
     c.rng = gt_seed(TEST);
     if (c.rt) {
         static const char *const ids[] = {"core.kv_write", "core.attn_decode", "core.attn_decode_reduce",
-                                          "core.attn_prefill"};
-        const qc_kernel_desc **ks[] = {&c.kw, &c.dec, &c.red, &c.pf};
-        qc_gpu_fn *fs[] = {&c.fkw, &c.fdec, &c.fred, &c.fpf};
+                                          "core.attn_prefill", "core.attn_decode_reduce_bf16"};
+        const qc_kernel_desc **ks[] = {&c.kw, &c.dec, &c.red, &c.pf, &c.redb};
+        qc_gpu_fn *fs[] = {&c.fkw, &c.fdec, &c.fred, &c.fpf, &c.fredb};
         int ok = 1;
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 5; i++) {
             *ks[i] = qc_kernel_find(c.rt, ids[i]);
             CHECK(*ks[i] != NULL, "%s is not registered", ids[i]);
             qc_reason why;

@@ -33,6 +33,31 @@
 #ifndef FP8_DESC_OLD
 #define FP8_DESC_OLD 0
 #endif
+/*   FP8_PROMOTE P (channel and tensor modes; default 1): the wgmma accumulator runs over P 128-K stages before
+ *     it is promoted into f32, so a warpgroup waits for its own wgmma group once per P stages (the block mode
+ *     needs each 128-K group's own scales: always 1). */
+/*   FP8_ST192, FP8_ST160, FP8_ST128: ring stages per tile width (defaults 5, 6, 6: what the host sizes the
+ *     shared memory for, see fp8_wgmma_plan; fewer are allowed, for A/B runs of the ring's depth). */
+#ifndef FP8_ST192
+#define FP8_ST192 5
+#endif
+#ifndef FP8_ST160
+#define FP8_ST160 6
+#endif
+#ifndef FP8_ST128
+#define FP8_ST128 6
+#endif
+#if FP8_ST192 > 5 || FP8_ST160 > 6 || FP8_ST128 > 6 || FP8_ST192 < 2 || FP8_ST160 < 2 || FP8_ST128 < 2
+#error "FP8_ST*: 2 up to the stages the host sizes shared memory for (5, 6, 6)"
+#endif
+#ifndef FP8_PROMOTE
+#define FP8_PROMOTE 1
+#endif
+#if FP8_MODE == 2
+#define FP8_P 1
+#else
+#define FP8_P FP8_PROMOTE
+#endif
 #ifndef FP8_SCALE_AHEAD
 #define FP8_SCALE_AHEAD 1
 #endif
@@ -189,14 +214,14 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
            out of the 14-bit address field) */
         const unsigned la0 = qc_desc_lo(base + c * (64 * WG_BK)), lb0 = qc_desc_lo(base + WG_A_BYTES);
 #endif
-        auto issue = [&](int st_) {
+        auto issue = [&](int st_, bool first) { /* first: the stage starts a fresh sum */
             qc_mbar_wait(full + 8 * st_, ph);
 #if FP8_DESC_OLD
             const unsigned sa = base + st_ * STAGE + c * (64 * WG_BK), sb = base + st_ * STAGE + WG_A_BYTES;
             qc_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < WG_BK / 32; kk++) /* 32 k = 32 B further along the swizzled rows */
-                qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0);
+                qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0 || !first);
 #else
             /* 32 k = 32 B further along the swizzled rows = + 2 in the descriptors' address field (sa, sb are
                1 KiB-aligned, so no carry): the stage's two descriptors once, not a mask and shift per wgmma on
@@ -205,7 +230,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             qc_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < WG_BK / 32; kk++)
-                qc_wgmma<BN>(acc, qc_desc_of(la + 2 * kk), qc_desc_of(lb + 2 * kk), kk > 0);
+                qc_wgmma<BN>(acc, qc_desc_of(la + 2 * kk), qc_desc_of(lb + 2 * kk), kk > 0 || !first);
 #endif
             qc_wg_commit();
         };
@@ -259,9 +284,15 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 load_sc(kt);
                 const float xa0 = sc[0], xa1 = sc[1], wa = sc[2], wb = sc[3];
 #endif
-                if (kt > 0 || !issued) issue(s);
+                if (kt > 0 || !issued) issue(s, kt % FP8_P == 0);
+                if (FP8_P > 1 && kt % FP8_P != FP8_P - 1 && kt != kt_n - 1) { /* the group goes on in acc */
+                    if (++s == ST) { s = 0; ph ^= 1u; }
+                    continue;
+                }
                 qc_wg_wait<0>();
-                if (lane == 0) qc_mbar_arrive(empty + 8 * s); /* the stage is read: the producer may refill it */
+                if (lane == 0) /* the group's stages are read: the producer may refill them */
+                    for (int j = 0, sj = s; j <= kt % FP8_P; j++, sj = sj > 0 ? sj - 1 : ST - 1)
+                        qc_mbar_arrive(empty + 8 * sj);
 #pragma unroll
                 for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
 #if FP8_MODE == 2
@@ -283,7 +314,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             }
             /* the next tile's first stage (the same ring slot order as the producer's) */
             issued = t + gridDim.x < tiles;
-            if (issued) issue(s);
+            if (issued) issue(s, true);
             const long long cb = tn * BN + 2 * (lane & 3);
             float *y0 = y + r0 * n, *y1 = y + r1 * n;
 #if FP8_MODE == 0
@@ -345,8 +376,8 @@ extern "C" __global__ void __launch_bounds__(384, 1) QC_ENTRY(const u8 *xq, cons
         return;
     }
     switch (qc_wg_bn(m, n)) {
-    case 192: qc_fp8_gemm<192, 5>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws); break;
-    case 160: qc_fp8_gemm<160, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws); break;
-    default: qc_fp8_gemm<128, 6>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws); break;
+    case 192: qc_fp8_gemm<192, FP8_ST192>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws); break;
+    case 160: qc_fp8_gemm<160, FP8_ST160>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws); break;
+    default: qc_fp8_gemm<128, FP8_ST128>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws); break;
     }
 }
