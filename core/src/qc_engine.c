@@ -135,6 +135,8 @@ struct qc_engine {
     /* step inputs */
     qc_gpu_buf d_ids, d_pos, d_slots, d_last, d_qstart, d_ctx, d_tables, d_next, d_work;
     qc_gpu_buf d_xq, d_xs; /* quantized activations and their scales (W8A8 formats) */
+    qc_gpu_buf lwork;      /* the linears' workspace ("work", qc_kernel_desc.workspace_bytes), zero-filled */
+    uint64_t lwork_bytes;
     int logit_rows;   /* rows the logits buffer holds */
     /* host staging */
     int32_t *h_ids, *h_pos, *h_slots, *h_last, *h_qstart, *h_ctx, *h_tables;
@@ -195,6 +197,41 @@ static qc_problem problem(int64_t m, int64_t n, int64_t k) {
  * one), then the highest m_min (a GEMM meant for M >= 64 over a general
  * one), then the narrowest M range (a GEMV for M <= 8 over one for M <= 16),
  * then registration order.  Measured choice per bucket is issue 9's policy. */
+/* The problem a linear's kernels see at m rows (launch_dims, eligibility, workspace). */
+static qc_problem linear_problem(const qc_engine *e, const eng_linear *L, int64_t m) {
+    qc_problem p = problem(m, L->n, L->k);
+    p.sm = (uint32_t)e->sm;
+    p.group_size = L->group_size;
+    p.scheme = L->scheme;
+    return p;
+}
+
+/* The most workspace any kernel of L's format states for L's shape at up to m rows. */
+static uint64_t linear_workspace_need(const qc_engine *e, const eng_linear *L, int64_t m) {
+    uint64_t need = 0;
+    for (size_t j = 0; L->fmt && j < qc_kernel_count(e->rt); j++) {
+        const qc_kernel_desc *k = qc_kernel_get(e->rt, j);
+        if (!k->workspace_bytes || strcmp(k->format, L->fmt->name) != 0) continue;
+        qc_problem p = linear_problem(e, L, m);
+        uint64_t w = k->workspace_bytes(&p);
+        if (w > need) need = w;
+    }
+    return need;
+}
+
+/* A zero-filled workspace buffer of `bytes` (none for 0), as qc_kernel_desc.workspace_bytes asks. */
+static qc_status alloc_zeroed_workspace(qc_engine *e, uint64_t bytes, const char *what, qc_gpu_buf *b, char *err,
+                                        size_t errlen) {
+    if (!bytes) return QC_OK;
+    if (bytes > SIZE_MAX / 2) {
+        qc_errf(err, errlen, "engine: %s of %llu bytes", what, (unsigned long long)bytes);
+        return QC_ERR_INVALID;
+    }
+    qc_status st = qc_gpu_alloc(e->g, (size_t)bytes, (size_t)bytes, QC_MEM_WORKSPACE, what, b, err, errlen);
+    if (st == QC_OK) st = qc_gpu_memset32(e->g, b->ptr, 0, (size_t)(bytes + 3) / 4, err, errlen);
+    return st;
+}
+
 static int has_param(const qc_kernel_desc *k, const char *name) {
     for (uint32_t i = 0; i < k->n_params; i++)
         if (strcmp(k->params[i].name, name) == 0) return 1;
@@ -423,12 +460,15 @@ static qc_status linear_exec(qc_engine *e, eng_linear *L, eng_choice *c, qc_devp
         }
         if (st != QC_OK) return st;
     }
-    qc_problem p = problem(m, L->n, L->k);
-    p.sm = (uint32_t)e->sm;
-    p.group_size = L->group_size;
-    p.scheme = L->scheme;
+    qc_problem p = linear_problem(e, L, m);
     int64_t n = L->n, k = L->k, gs = L->group_size;
-    qc_named_arg args[10 + QC_MAX_WEIGHT_BUFFERS];
+    uint64_t wneed = c->k->workspace_bytes ? c->k->workspace_bytes(&p) : 0;
+    if (wneed > e->lwork_bytes) { /* sized at create for every kernel of the layer's format: a plugin broke its word */
+        qc_errf(err, errlen, "engine: %s needs %llu bytes of workspace at m=%lld, the engine sized %llu (%s)",
+                c->k->id, (unsigned long long)wneed, (long long)m, (unsigned long long)e->lwork_bytes, L->role);
+        return QC_ERR_INTERNAL;
+    }
+    qc_named_arg args[11 + QC_MAX_WEIGHT_BUFFERS];
     size_t na = 0;
     args[na++] = (qc_named_arg)ARG("x", x);
     args[na++] = (qc_named_arg)ARG("x.bf16", xb);
@@ -439,6 +479,7 @@ static qc_status linear_exec(qc_engine *e, eng_linear *L, eng_choice *c, qc_devp
     args[na++] = (qc_named_arg)ARG("n", n);
     args[na++] = (qc_named_arg)ARG("k", k);
     args[na++] = (qc_named_arg)ARG("group_size", gs);
+    args[na++] = (qc_named_arg)ARG("work", e->lwork.ptr);
     for (int i = 0; i < L->n_bufs; i++) args[na++] = (qc_named_arg){L->buf_names[i], (void *)&L->bufs[i].ptr};
     void *argv[MAX_ARGS];
     qc_launch_dims d;
@@ -934,9 +975,10 @@ static qc_status plan_timer(void *ctx, const qc_format_desc *f, int64_t n, int64
     snprintf(T.name, sizeof T.name, "timing %s", f->name);
     quant_job j = {.e = e, .L = &T, .seed = 0x7117};
     snprintf(j.what, sizeof j.what, "timing weights (%s)", f->name);
-    qc_gpu_buf x = {0}, xb = {0}, y = {0}, xq = {0}, xs = {0}, flush = {0};
+    qc_gpu_buf x = {0}, xb = {0}, y = {0}, xq = {0}, xs = {0}, flush = {0}, work = {0};
     qc_gpu_event ev0 = NULL, ev1 = NULL;
-    qc_devptr save_q = e->d_xq.ptr, save_s = e->d_xs.ptr;
+    qc_devptr save_q = e->d_xq.ptr, save_s = e->d_xs.ptr, save_w = e->lwork.ptr;
+    uint64_t save_wb = e->lwork_bytes, wneed = linear_workspace_need(e, &T, mmax);
     size_t xs_bytes = (size_t)mmax * (size_t)(k / 32 + 1) * 4;
     qc_status st = quant_one(&j, err, errlen);
     if (st == QC_OK) st = alloc_buf(e, (size_t)(mmax * k) * 4, QC_MEM_WORKSPACE, "timing x", &x, err, errlen);
@@ -946,6 +988,8 @@ static qc_status plan_timer(void *ctx, const qc_format_desc *f, int64_t n, int64
     if (st == QC_OK) st = alloc_buf(e, xs_bytes, QC_MEM_WORKSPACE, "timing xs", &xs, err, errlen);
     if (st == QC_OK)
         st = alloc_buf(e, TIMING_FLUSH_BYTES, QC_MEM_WORKSPACE, "timing L2 flush", &flush, err, errlen);
+    /* the plan is timed before the engine's own workspace exists */
+    if (st == QC_OK) st = alloc_zeroed_workspace(e, wneed, "timing workspace", &work, err, errlen);
     /* activations of 1.0 (f32 and bf16) and scales of 1: finite inputs for every kernel */
     if (st == QC_OK) st = qc_gpu_memset32(e->g, x.ptr, 0x3f800000u, (size_t)(mmax * k), err, errlen);
     if (st == QC_OK) st = qc_gpu_memset32(e->g, xb.ptr, 0x3f803f80u, (size_t)(mmax * k) / 2, err, errlen);
@@ -955,6 +999,7 @@ static qc_status plan_timer(void *ctx, const qc_format_desc *f, int64_t n, int64
     if (st == QC_OK) st = qc_gpu_event_create(e->g, &ev0, err, errlen);
     if (st == QC_OK) st = qc_gpu_event_create(e->g, &ev1, err, errlen);
     e->d_xq.ptr = xq.ptr, e->d_xs.ptr = xs.ptr;
+    e->lwork.ptr = work.ptr, e->lwork_bytes = wneed;
     for (size_t i = 0; i < n_ms && st == QC_OK; i++) {
         us[i] = -1;
         kid[i][0] = 0;
@@ -990,10 +1035,11 @@ static qc_status plan_timer(void *ctx, const qc_format_desc *f, int64_t n, int64
     }
     if (st == QC_OK) st = qc_gpu_sync(e->g, err, errlen);
     e->d_xq.ptr = save_q, e->d_xs.ptr = save_s;
+    e->lwork.ptr = save_w, e->lwork_bytes = save_wb;
     if (ev0) qc_gpu_event_destroy(e->g, ev0);
     if (ev1) qc_gpu_event_destroy(e->g, ev1);
     qc_gpu_free(e->g, &x), qc_gpu_free(e->g, &xb), qc_gpu_free(e->g, &y), qc_gpu_free(e->g, &xq);
-    qc_gpu_free(e->g, &xs), qc_gpu_free(e->g, &flush);
+    qc_gpu_free(e->g, &xs), qc_gpu_free(e->g, &flush), qc_gpu_free(e->g, &work);
     linear_free(e, &T);
     return st;
 }
@@ -1175,6 +1221,23 @@ static qc_status load_weights(qc_engine *e, qc_model *m, uint64_t seed, char *er
 
 /* ---- create / destroy ---- */
 
+
+/* One zero-filled workspace for every linear kernel that states one, sized at the step's most rows over the
+ * layers' four shapes (any kernel a plan or a fallback may pick: a stated need is what its plugin asked for). */
+static qc_status alloc_linear_workspace(qc_engine *e, char *err, size_t errlen) {
+    uint64_t need = 0;
+    for (int b = 0; b < e->s.n_layers; b++) {
+        const eng_linear *ls[4] = {&e->layers[b].qkv, &e->layers[b].o, &e->layers[b].gate_up, &e->layers[b].down};
+        for (int i = 0; i < 4; i++)
+            for (int a = -1; a < ls[i]->n_alts; a++) { /* the layer's format, then a policy's other ones */
+                uint64_t w = linear_workspace_need(e, a < 0 ? ls[i] : &ls[i]->alts[a], e->max_step);
+                if (w > need) need = w;
+            }
+    }
+    e->lwork_bytes = need;
+    return alloc_zeroed_workspace(e, need, "linear workspace", &e->lwork, err, errlen);
+}
+
 static qc_status alloc_activations(qc_engine *e, char *err, size_t errlen) {
     const qc_model_shape *s = &e->s;
     size_t T = (size_t)e->max_step, H = (size_t)s->hidden, F = (size_t)s->intermediate;
@@ -1219,7 +1282,8 @@ static qc_status alloc_activations(qc_engine *e, char *err, size_t errlen) {
                             "activation scales", &e->d_xs, err, errlen)))
         return QC_ERR_NOMEM;
     size_t work = qc_attn_decode_workspace_bytes(e->max_seqs, s->n_heads, s->head_dim, e->max_context);
-    return alloc_buf(e, work, QC_MEM_WORKSPACE, "attention workspace", &e->d_work, err, errlen);
+    qc_status st = alloc_buf(e, work, QC_MEM_WORKSPACE, "attention workspace", &e->d_work, err, errlen);
+    return st == QC_OK ? alloc_linear_workspace(e, err, errlen) : st;
 }
 
 static qc_status alloc_kv(qc_engine *e, size_t budget, char *err, size_t errlen) {
@@ -1553,7 +1617,7 @@ void qc_engine_destroy(qc_engine *e) {
                           &e->y,      &e->yb,       &e->qkv,      &e->q,      &e->att,         &e->attb,
                           &e->h,      &e->gu,       &e->act,      &e->actb,   &e->logits,      &e->logits_rows,
                           &e->d_ids,  &e->d_pos,    &e->d_slots,  &e->d_last, &e->d_qstart,    &e->d_ctx,
-                          &e->d_tables, &e->d_next, &e->d_work, &e->d_xq, &e->d_xs, &e->kv_scales};
+                          &e->d_tables, &e->d_next, &e->d_work, &e->d_xq, &e->d_xs, &e->kv_scales, &e->lwork};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) qc_gpu_free(e->g, bufs[i]);
     free(e->layers), free(e->free_blocks), free(e->seq_open), free(e->seq_len), free(e->seq_blocks);
     free(e->seq_nblocks), free(e->h_ids), free(e->h_pos), free(e->h_slots), free(e->h_last), free(e->h_qstart);

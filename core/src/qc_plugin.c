@@ -232,6 +232,15 @@ static qc_status host_register_kernel(qc_host *h, const qc_kernel_desc *d) {
             return QC_ERR_INVALID;
         }
     if (check_tensor_maps(h, &k) != QC_OK) return QC_ERR_INVALID;
+    if (k.workspace_bytes) {
+        int has_work = 0;
+        for (uint32_t i = 0; i < k.n_params; i++)
+            has_work |= strcmp(k.params[i].name, "work") == 0 && k.params[i].type == QC_PARAM_PTR;
+        if (!has_work) {
+            host_fail(h, "kernel '%s' states a workspace but has no pointer parameter named \"work\"", k.id);
+            return QC_ERR_INVALID;
+        }
+    }
     if (k.cuda_source && (!k.cuda_entry || !k.launch_dims)) {
         host_fail(h, "kernel '%s' has CUDA source but no entry name or launch_dims", k.id);
         return QC_ERR_INVALID;

@@ -47,6 +47,7 @@ typedef struct gb_shape {
 typedef struct gb_bufs {
     void *x, *xb, *y, *xq, *xq_s;
     qc_devptr dx, dxb, dy, dxq, dxq_s;
+    qc_devptr dwork; /* zero-filled workspace of the kernels that state one (qc_kernel_desc.workspace_bytes) */
     const qc_packed_weight *pw;
     qc_devptr dw[QC_MAX_WEIGHT_BUFFERS];
 } gb_bufs;
@@ -514,6 +515,8 @@ static int build_args(const qc_kernel_desc *kd, const gb_bufs *bf, int host, int
             hp = bf->xq, dp = bf->dxq;
         } else if (strcmp(nm, "xs") == 0) {
             hp = bf->xq_s, dp = bf->dxq_s;
+        } else if (strcmp(nm, "work") == 0) {
+            hp = NULL, dp = bf->dwork; /* the C references take no workspace */
         } else if (strncmp(nm, "w.", 2) == 0) {
             uint32_t j = 0;
             while (j < bf->pw->n_buffers && strcmp(bf->pw->buffers[j].name, nm + 2) != 0) j++;
@@ -537,8 +540,8 @@ static int build_args(const qc_kernel_desc *kd, const gb_bufs *bf, int host, int
             else if (strcmp(nm, "group_size") == 0)
                 val = bf->pw->group_size;
             else {
-                qc_errf(err, errlen, "parameter '%s' is not one gemm-bench binds (x, x.bf16, xq, xs, y, m, n, k, "
-                        "group_size, w.<buffer>)", nm);
+                qc_errf(err, errlen, "parameter '%s' is not one gemm-bench binds (x, x.bf16, xq, xs, y, work, m, n, "
+                        "k, group_size, w.<buffer>)", nm);
                 return -1;
             }
         }
@@ -1128,8 +1131,28 @@ static void bench_shape(gb *b, const gb_shape *s) {
             }
             bf.dw[i] = dw[i].ptr;
         }
+        /* one workspace for the format's kernels, sized at the largest M (qc_kernel_desc.workspace_bytes) */
+        uint64_t wneed = 0;
+        for (size_t i = 0; up_ok && i < nk; i++) {
+            qc_problem p = {.struct_size = sizeof p, .sm = (uint32_t)b->sm, .m = b->max_m, .n = n, .k = k,
+                            .group_size = pw.group_size, .scheme = pw.scheme};
+            uint64_t w = ks[i]->workspace_bytes ? ks[i]->workspace_bytes(&p) : 0;
+            if (w > wneed) wneed = w;
+        }
+        qc_gpu_buf dwork = {0};
+        if (up_ok && wneed &&
+            (wneed > SIZE_MAX / 2 ||
+             qc_gpu_alloc(b->g, (size_t)wneed, (size_t)wneed, QC_MEM_WORKSPACE, "workspace", &dwork, err, sizeof err) ||
+             qc_gpu_memset32(b->g, dwork.ptr, 0, (size_t)(wneed + 3) / 4, err, sizeof err))) {
+            printf("%s on %s: skipped: the kernels' workspace (%.1f MiB) did not fit: %s\n", fname(f), s->name,
+                   mib((double)wneed), wneed > SIZE_MAX / 2 ? "too large" : err);
+            b->n_err++;
+            up_ok = 0;
+        }
+        bf.dwork = dwork.ptr;
         if (up_ok)
             for (size_t i = 0; i < nk; i++) bench_kernel(b, f, ks[i], s, &bf);
+        qc_gpu_free(b->g, &dwork);
         for (uint32_t i = 0; i < pw.n_buffers; i++) qc_gpu_free(b->g, &dw[i]);
         release_packed(f, &pw);
     }

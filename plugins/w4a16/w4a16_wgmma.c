@@ -58,6 +58,16 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
  * stored); x rows past m read as zero (TMA) and x boxes wholly past m are
  * not loaded (those columns of y^T are not stored either).
  *
+ * Split-K across blocks (gridDim.y > 1; the host's w4w_splits decides, the
+ * device only reads gridDim.y): when even the K-split tiles leave SMs idle
+ * (o and down at m <= 128 on Llama-3-8B shapes), blockIdx.y takes whole
+ * 128-k pairs [kb, ke) of every tile its blockIdx.x walks.  Each split's
+ * sums go to its own slot of the kernel's workspace ("work",
+ * w4w_workspace: 256 counter words, then the slots); the last split of a
+ * tile to arrive (an atomic counter per tile) adds the slots in split
+ * order, so the result does not depend on which one is last, stores y and
+ * puts the counter back to zero.  No block waits for another.
+ *
  * Takes sym and asym, groups 32, 64 and 128, k a multiple of 32 and of the
  * group, n a multiple of 8.  fmin (w = d q + m) would need the group sums
  * of x per column as well; it is refused ("scheme") and w4a16.mma_fmin runs.
@@ -130,6 +140,9 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "}\n"                                                                                                          \
     "__device__ __forceinline__ void w4w_bar_sync(int id) {\n"                                                     \
     "    asm volatile(\"bar.sync %0, 256;\\n\" ::\"r\"(id) : \"memory\");\n"                                        \
+    "}\n"                                                                                                          \
+    "__device__ __forceinline__ void w4w_bar_n(int id, int n) {\n"                                                 \
+    "    asm volatile(\"bar.sync %0, %1;\\n\" ::\"r\"(id), \"r\"(n) : \"memory\");\n"                              \
     "}\n"                                                                                                          \
     "/* K-major operand, 128-byte swizzle: rows of 128 B, 8-row groups 1024 B apart (SBO); LBO unused */\n"       \
     "__device__ __forceinline__ u64 w4w_desc(u32 addr) {\n"                                                        \
@@ -209,7 +222,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "/* S scheme, BM x rows per tile (wgmma N), KS 1 or 2 (K split over the consumers), ST stages, GS = group / 16 */\n" \
     "template <int S, int BM, int KS, int ST, int GS>\n" \
     "__device__ __forceinline__ void w4w_gemm(const QcTmap *tmx, const u8 *q, const u16 *sc, const u8 *zp, float *y,\n" \
-    "                                         ll m, ll n, ll k, unsigned char *smem, u64 *bars) {\n" \
+    "                                         ll m, ll n, ll k, unsigned char *smem, u64 *bars, float *work) {\n" \
     "    constexpr int NT = 128 / KS;                     /* W rows per tile */\n" \
     "    constexpr int XB = BM * 128, WB = NT * 32, MB = 2 * NT * 4;\n" \
     "    constexpr int STAGE = (XB + WB + 2 * MB + 1023) / 1024 * 1024;\n" \
@@ -232,7 +245,10 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "    const ll tiles_m = (m + BM - 1) / BM, tiles_n = (n + NT - 1) / NT, tiles = tiles_m * tiles_n;          \\\n" \
     "    const int kt_n = (int)((k + 63) / 64);                                                                 \\\n" \
     "    const ll ng = k / (16 * GS), kh = k / 2;                                                               \\\n" \
-    "    (void)al, (void)kh;\n" \
+    "    /* split-K over blocks (gridDim.y > 1): this block's 64-k blocks [kb, ke), whole 128-k pairs */          \\\n" \
+    "    const int kpr = (kt_n + 1) / 2, kb = KS == 1 ? 0 : 2 * (int)((ll)kpr * blockIdx.y / gridDim.y);         \\\n" \
+    "    const int ke = KS == 1 ? kt_n : min(kt_n, 2 * (int)((ll)kpr * (blockIdx.y + 1) / gridDim.y));           \\\n" \
+    "    (void)al, (void)kh, (void)kb, (void)ke;\n" \
     "    if (wg == 0) {\n" \
     "        asm volatile(\"setmaxnreg.dec.sync.aligned.u32 56;\\n\" ::: \"memory\");\n" \
     "        W4W_SETUP\n" \
@@ -246,7 +262,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "            const int m0 = (int)(tm * BM);\n" \
     "            const ll n0 = tn * NT;\n" \
     "            const int nb = BM == 128 && m0 + 64 < m ? 2 : 1; /* x boxes of 64 rows not wholly past m */\n" \
-    "            for (int kt = 0; kt < kt_n; kt++) {\n" \
+    "            for (int kt = kb; kt < ke; kt++) {\n" \
     "                w4w_wait(empty + 8 * s, ph ^ 1u); /* a fresh barrier passes parity 1 at once */\n" \
     "                const u32 sx = base + s * STAGE, sw = sx + XB, ss = sw + WB, sz = ss + MB, fb = full + 8 * s;\n" \
     "                if (pt == 0) {\n" \
@@ -342,7 +358,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                /* commit this consumer's wgmmas, build its next block (kt + 2) into `nxt` while they run, wait */\n" \
     "                auto ahead = [&](int kt, u32 (*nxt)[4], float &h0, float &h1, u32 &q0, u32 &q1) {\n" \
     "                    w4w_commit();\n" \
-    "                    if (kt + 2 < kt_n) {\n" \
+    "                    if (kt + 2 < ke) {\n" \
     "                        w4w_wait(full + 8 * s, ph);\n" \
     "                        scales(s, kt + 2, h0, h1, q0, q1);\n" \
     "                        build(s, q0, q1, nxt);\n" \
@@ -392,32 +408,32 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                if (KS == 2 && c == 1) {\n" \
     "                    if (++s == ST) { s = 0; ph ^= 1u; }\n" \
     "                }\n" \
-    "                const int kt0 = KS == 2 ? c : 0;\n" \
-    "                if (kt0 < kt_n) {\n" \
+    "                const int kt0 = kb + (KS == 2 ? c : 0);\n" \
+    "                if (kt0 < ke) {\n" \
     "                    w4w_wait(full + 8 * s, ph);\n" \
     "                    scales(s, kt0, f0, f1, z0, z1);\n" \
     "                    build(s, z0, z1, ra);\n" \
     "                }\n" \
-    "                for (int kt = kt0; kt < kt_n; kt += 4) {\n" \
+    "                for (int kt = kt0; kt < ke; kt += 4) {\n" \
     "                    if constexpr (KS == 1) {\n" \
     "                        group(kt, ra, f0, f1, z0, z1, rb, h0, h1, y0, y1);\n" \
-    "                        if (kt + 2 >= kt_n) break;\n" \
+    "                        if (kt + 2 >= ke) break;\n" \
     "                        group(kt + 2, rb, h0, h1, y0, y1, ra, f0, f1, z0, z1);\n" \
     "                    } else {\n" \
     "                        half(kt, ra, f0, f1, rb, h0, h1, y0, y1);\n" \
-    "                        if (kt + 2 >= kt_n) break;\n" \
+    "                        if (kt + 2 >= ke) break;\n" \
     "                        half(kt + 2, rb, h0, h1, ra, f0, f1, z0, z1);\n" \
     "                    }\n" \
     "                }\n" \
     "                /* the ring position of the next tile's first block, whichever blocks this consumer took */\n" \
-    "                s = (int)((s0 + kt_n) % ST);\n" \
-    "                ph = p0 ^ (u32)(((s0 + kt_n) / ST) & 1);\n" \
+    "                s = (int)((s0 + ke - kb) % ST);\n" \
+    "                ph = p0 ^ (u32)(((s0 + ke - kb) / ST) & 1);\n" \
     "            } else {\n" \
     "            /* g128 without the K split: a group's two blocks in one unrolled pass, so that the first block's\n" \
     "               wgmmas (and their A registers) stay in flight while the second block is built */\n" \
     "            constexpr int KPI = GS == 8 && KS == 1 ? 2 : 1;\n" \
     "            int sp = 0;\n" \
-    "            for (int kt0 = 0; kt0 < kt_n; kt0 += KPI)\n" \
+    "            for (int kt0 = kb; kt0 < ke; kt0 += KPI)\n" \
     "#pragma unroll\n" \
     "            for (int u = 0; u < KPI; u++) {\n" \
     "                const int kt = kt0 + u; /* kt_n is even when KPI is 2 (k % 128 == 0) */\n" \
@@ -504,6 +520,30 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                w4w_bar_sync(2);\n" \
     "            }\n" \
     "            if (KS == 1 || c == 0) {\n" \
+    "                if (KS == 2 && gridDim.y > 1) { /* (the host splits only the K-split configurations) */\n" \
+    "                    const int nsp = (int)gridDim.y, spl = (int)blockIdx.y;\n" \
+    "                    /* split-K: each split's sums to its slot of the workspace (after 256 words of per-tile\n" \
+    "                       counters); the last of the tile's splits to arrive adds the slots in split order (the\n" \
+    "                       same sum whichever is last), stores y and puts the counter back to zero */\n" \
+    "                    __shared__ int w4w_last;\n" \
+    "                    constexpr int NW = KS == 1 ? 256 : 128, SLOT = NW * (BM / 2);\n" \
+    "                    const int wi = tid - 128;\n" \
+    "                    float *tile_slots = work + 256 + tt * nsp * (ll)SLOT;\n" \
+    "#pragma unroll\n" \
+    "                    for (int i = 0; i < BM / 2; i++) tile_slots[spl * (ll)SLOT + i * NW + wi] = acc[i];\n" \
+    "                    __threadfence();\n" \
+    "                    w4w_bar_n(3, NW);\n" \
+    "                    if (wi == 0) w4w_last = atomicAdd((int *)work + tt, 1) == nsp - 1;\n" \
+    "                    w4w_bar_n(3, NW);\n" \
+    "                    if (!w4w_last) continue;\n" \
+    "                    __threadfence();\n" \
+    "#pragma unroll\n" \
+    "                    for (int i = 0; i < BM / 2; i++) acc[i] = __ldcg(tile_slots + i * NW + wi);\n" \
+    "                    for (int j = 1; j < nsp; j++)\n" \
+    "#pragma unroll\n" \
+    "                        for (int i = 0; i < BM / 2; i++) acc[i] += __ldcg(tile_slots + j * (ll)SLOT + i * NW + wi);\n" \
+    "                    if (wi == 0) ((int *)work)[tt] = 0;\n" \
+    "                }\n" \
     "#pragma unroll\n" \
     "                for (int i = 0; i < BM / 2; i++) {\n" \
     "                    const ll r = m0 + 8 * (i >> 2) + 2 * t + (i & 1), cn = n0 + rl + ((i & 2) ? 8 : 0);\n" \
@@ -516,15 +556,15 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "}\n" \
     "template <int S>\n" \
     "__device__ __forceinline__ void w4w_go(const QcTmap *tmx, const u8 *q, const u16 *sc, const u8 *zp, float *y, ll m,\n" \
-    "                                       ll n, ll k, ll gs) {\n" \
+    "                                       ll n, ll k, ll gs, float *work) {\n" \
     "    extern __shared__ __align__(1024) unsigned char smem[];\n" \
     "    __shared__ __align__(8) u64 bars[2 * 16];\n" \
     "    if (m <= 0 || n <= 0 || k <= 0) return;\n" \
     "    switch (w4w_cfg(m, n) * 4 + (int)(gs >> 5)) { /* gs / 32: 1, 2 or 4 */\n" \
     "#define W4W_CASE(cfg, BM, KS, ST)                                                                                \\\n" \
-    "    case cfg * 4 + 1: w4w_gemm<S, BM, KS, ST, 2>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;               \\\n" \
-    "    case cfg * 4 + 2: w4w_gemm<S, BM, KS, ST, 4>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;               \\\n" \
-    "    case cfg * 4 + 4: w4w_gemm<S, BM, KS, ST, 8>(tmx, q, sc, zp, y, m, n, k, smem, bars); break;\n" \
+    "    case cfg * 4 + 1: w4w_gemm<S, BM, KS, ST, 2>(tmx, q, sc, zp, y, m, n, k, smem, bars, work); break;               \\\n" \
+    "    case cfg * 4 + 2: w4w_gemm<S, BM, KS, ST, 4>(tmx, q, sc, zp, y, m, n, k, smem, bars, work); break;               \\\n" \
+    "    case cfg * 4 + 4: w4w_gemm<S, BM, KS, ST, 8>(tmx, q, sc, zp, y, m, n, k, smem, bars, work); break;\n" \
     "    W4W_CASE(0, 128, 1, W4W_ST128)\n" \
     "    W4W_CASE(1, 128, 2, W4W_ST128)\n" \
     "    W4W_CASE(2, 64, 1, 12)\n" \
@@ -539,28 +579,55 @@ static const char W4W_SRC_SYM[] =
     W4W_SRC_BODY W4W_SRC_WGMMA W4W_SRC_GEMM
     "/* x is read only through its tensor map (built by the host from the same pointer) */\n"
     "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_w4_wgmma_sym(const u16 *x, const u8 *q, const u16 *s,\n"
-    "        float *y, ll m, ll n, ll k, ll gs, const __grid_constant__ QcTmap tmx) {\n"
+    "        float *y, ll m, ll n, ll k, ll gs, float *work, const __grid_constant__ QcTmap tmx) {\n"
     "    (void)x;\n"
-    "    w4w_go<W4_SYM>(&tmx, q, s, 0, y, m, n, k, gs);\n"
+    "    w4w_go<W4_SYM>(&tmx, q, s, 0, y, m, n, k, gs, work);\n"
     "}\n";
 
 static const char W4W_SRC_ASYM[] =
     "/* qcore w4a16 Hopper GEMM (asym): y[m,n] = x[m,k] . W4[n,k]^T; TMA + wgmma, A dequantized in registers */\n"
     W4W_SRC_BODY W4W_SRC_WGMMA W4W_SRC_GEMM
     "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_w4_wgmma_asym(const u16 *x, const u8 *q, const u16 *s,\n"
-    "        const u8 *z, float *y, ll m, ll n, ll k, ll gs, const __grid_constant__ QcTmap tmx) {\n"
+    "        const u8 *z, float *y, ll m, ll n, ll k, ll gs, float *work, const __grid_constant__ QcTmap tmx) {\n"
     "    (void)x;\n"
-    "    w4w_go<W4_ASYM>(&tmx, q, s, z, y, m, n, k, gs);\n"
+    "    w4w_go<W4_ASYM>(&tmx, q, s, z, y, m, n, k, gs, work);\n"
     "}\n";
 
-/* The device's w4w_cfg and w4w_gemm's stage layout, for the launch. */
+/* The device's w4w_cfg and w4w_gemm's stage layout, for the launch; splits: blocks that share each tile's K
+ * (gridDim.y, which the device reads: the rule lives only here), grid_x: blocks per split. */
 typedef struct w4w_plan {
-    int cfg, bm, ks, stages;
+    int cfg, bm, ks, stages, splits;
     uint32_t smem;
-    int64_t tiles;
+    int64_t tiles, grid_x;
 } w4w_plan;
 
-static void w4w_plan_of(int64_t m, int64_t n, w4w_plan *p) {
+/* Split-K across blocks: only the K-split configurations (tiles that do not fill the SMs), at most
+ * W4W_SPLIT_MAX ways (QC_W4W_SPLIT=1..4 overrides it, for A/B runs), each split at least 4 groups of 128 k.
+ * Time: the passes a block makes (ceil(tiles / blocks a split)) times a pass's cost, about 1400 k worth of
+ * fixed cost (pipeline fill, epilogue, the partial sums' trip through L2) plus its k / splits (fitted to
+ * the H200 at m = 64, s10: o 22.8 -> 16.2 us with 2 splits, down 65.3 -> 37.8; qkv's 96 tiles in 3 passes
+ * of 4 splits took 26.0 against 23.2 unsplit, which this cost refuses); the fewest splits among equals. */
+#define W4W_SPLIT_MAX 4
+static int g_w4w_split_max = W4W_SPLIT_MAX;
+static int w4w_splits(int64_t tiles, int64_t k) {
+    int64_t pairs = (k + 127) / 128, best = 0;
+    int pick = 1;
+    for (int sp = 1; sp <= g_w4w_split_max; sp++) {
+        if (sp > 1 && pairs / sp < 4) break;
+        int64_t per = W4W_SMS / sp, passes = (tiles + per - 1) / per, cost = passes * (1400 + k / sp);
+        if (sp == 1 || cost < best) best = cost, pick = sp;
+    }
+    return pick;
+}
+/* the workspace the splits use (any m): 256 counter words, then a slot of 128 threads x 64 sums per split
+ * of each tile (tiles < W4W_SMS when splitting) */
+#define W4W_WORK_BYTES (1024ull + (uint64_t)W4W_SPLIT_MAX * W4W_SMS * 128 * 64 * 4)
+static uint64_t w4w_workspace(const qc_problem *p) {
+    (void)p;
+    return W4W_WORK_BYTES;
+}
+
+static void w4w_plan_of(int64_t m, int64_t n, int64_t k, w4w_plan *p) {
     memset(p, 0, sizeof *p);
     if (m <= 0 || n <= 0) return;
     int64_t bm = m <= 64 ? 64 : 128;
@@ -572,14 +639,18 @@ static void w4w_plan_of(int64_t m, int64_t n, w4w_plan *p) {
     /* the ring, the K-split meeting place, slack to align the ring to 1024 B */
     p->smem = (uint32_t)p->stages * stage + (p->ks == 2 ? (uint32_t)p->bm * 256u : 0u) + 1024u;
     p->tiles = ((m + p->bm - 1) / p->bm) * ((n + nt - 1) / nt);
+    p->splits = p->ks == 2 && p->tiles < W4W_SMS && k > 0 ? w4w_splits(p->tiles, k) : 1;
+    int64_t per = W4W_SMS / p->splits;
+    p->grid_x = p->tiles < per ? p->tiles : per;
 }
 
 static void w4w_dims(const qc_problem *p, qc_launch_dims *d) {
     memset(d, 0, sizeof *d);
     w4w_plan pl;
-    w4w_plan_of(p->m, p->n, &pl);
-    d->grid[0] = (uint32_t)(pl.tiles < W4W_SMS ? pl.tiles : W4W_SMS);
-    d->grid[1] = d->grid[2] = 1;
+    w4w_plan_of(p->m, p->n, p->k, &pl);
+    d->grid[0] = (uint32_t)pl.grid_x;
+    d->grid[1] = (uint32_t)pl.splits;
+    d->grid[2] = 1;
     d->block[0] = W4W_THREADS;
     d->block[1] = d->block[2] = 1;
     d->shared_bytes = pl.smem;
@@ -589,6 +660,7 @@ static void w4w_dims(const qc_problem *p, qc_launch_dims *d) {
 
 static void w4w_ref(uint32_t scheme, const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales,
                     const uint8_t *zeros, float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
+    /* (the kernels' "work" is theirs alone: the references take it and leave it alone) */
     /* the host checks eligibility first; this only keeps a bad call in bounds */
     if (!xb || !qweight || !scales || !y || m <= 0 || group_size <= 0 || group_size > 128 ||
         !w4_shape_ok(n, k, (uint32_t)group_size, NULL) || (size_t)m > SIZE_MAX / sizeof(float) / (size_t)k)
@@ -604,11 +676,13 @@ static void w4w_ref(uint32_t scheme, const uint16_t *xb, const uint8_t *qweight,
 }
 
 static void w4w_ref_sym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, float *y, int64_t m,
-                        int64_t n, int64_t k, int64_t group_size) {
+                        int64_t n, int64_t k, int64_t group_size, void *work) {
+    (void)work;
     w4w_ref(W4A16_SCHEME_SYM, xb, qweight, scales, NULL, y, m, n, k, group_size);
 }
 static void w4w_ref_asym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, const uint8_t *zeros,
-                         float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
+                         float *y, int64_t m, int64_t n, int64_t k, int64_t group_size, void *work) {
+    (void)work;
     w4w_ref(W4A16_SCHEME_ASYM, xb, qweight, scales, zeros, y, m, n, k, group_size);
 }
 
@@ -653,7 +727,7 @@ static int w4w_el_asym(const qc_problem *p, qc_reason *why) {
 #define W4W_HEAD {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}
 #define W4W_TAIL                                                                                          \
     {"y", QC_PARAM_PTR}, {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64}, {"k", QC_PARAM_I64},                   \
-    {"group_size", QC_PARAM_I64}
+    {"group_size", QC_PARAM_I64}, {"work", QC_PARAM_PTR}
 static const qc_kernel_param w4w_p_sym[] = {W4W_HEAD, W4W_TAIL};
 static const qc_kernel_param w4w_p_asym[] = {W4W_HEAD, {"w.zeros", QC_PARAM_PTR}, W4W_TAIL};
 
@@ -679,6 +753,16 @@ static const char *const *w4w_extra_opts(void) {
 
 qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host) {
     const char *const *xopts = w4w_extra_opts();
+    const char *sp = getenv("QC_W4W_SPLIT");
+    g_w4w_split_max = W4W_SPLIT_MAX;
+    if (sp && *sp) {
+        char *end = NULL;
+        long v = strtol(sp, &end, 10);
+        if (*end || v < 1 || v > W4W_SPLIT_MAX)
+            api->log(host, QC_LOG_WARN, "QC_W4W_SPLIT='%s' is not 1..%d: ignored", sp, W4W_SPLIT_MAX);
+        else
+            g_w4w_split_max = (int)v;
+    }
     static const struct {
         const char *id, *entry, *source;
         const qc_kernel_param *params;
@@ -710,6 +794,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host) {
             .eligible = rows[i].eligible,
             .n_tensor_maps = sizeof w4w_maps / sizeof w4w_maps[0],
             .tensor_maps = w4w_maps,
+            .workspace_bytes = w4w_workspace,
         };
         qc_status st = api->register_kernel(host, &d);
         if (st != QC_OK) return st;

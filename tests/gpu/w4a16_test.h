@@ -113,16 +113,17 @@ static int wt_make(ctx *c, wt *w, int scheme, uint32_t g, int64_t n, int64_t k, 
     return st == QC_OK ? 0 : -1;
 }
 
-/* Named arguments of a launch: x.bf16, every "w.<buffer>" of copy `copy`, y, m, n, k, group_size. */
+/* Named arguments of a launch: x.bf16, every "w.<buffer>" of copy `copy`, y, m, n, k, group_size, work (the
+ * kernel's workspace on the device, NULL for the references). */
 typedef struct largs {
     char names[QC_MAX_WEIGHT_BUFFERS][40];
-    void *ptrs[QC_MAX_WEIGHT_BUFFERS + 2];
+    void *ptrs[QC_MAX_WEIGHT_BUFFERS + 3];
     int64_t m, n, k, gs;
     qc_named_arg a[16];
     size_t na;
 } largs;
 
-static void largs_fill(largs *l, const wt *w, int copy, int dev, void *x, void *y, int64_t m) {
+static void largs_fill(largs *l, const wt *w, int copy, int dev, void *x, void *y, int64_t m, void *work) {
     l->na = 0;
     for (uint32_t b = 0; b < w->pw.n_buffers; b++) {
         snprintf(l->names[b], sizeof l->names[b], "w.%s", w->pw.buffers[b].name);
@@ -138,6 +139,8 @@ static void largs_fill(largs *l, const wt *w, int copy, int dev, void *x, void *
     l->a[l->na++] = (qc_named_arg){"n", &l->n};
     l->a[l->na++] = (qc_named_arg){"k", &l->k};
     l->a[l->na++] = (qc_named_arg){"group_size", &l->gs};
+    l->ptrs[QC_MAX_WEIGHT_BUFFERS + 2] = dev ? work : NULL;
+    l->a[l->na++] = (qc_named_arg){"work", &l->ptrs[QC_MAX_WEIGHT_BUFFERS + 2]};
 }
 
 /* Run kernel `kd` on weight `w` with m random rows of x; check against a
@@ -155,7 +158,7 @@ static void run_case(ctx *c, const qc_kernel_desc *kd, qc_gpu_fn fn, wt *w, int6
     uint16_t *xh = malloc(xc * 2 + 16);
     float *ref = NULL;
     char *got = malloc(yc * 4 + GUARD_WORDS * 4);
-    qc_gpu_buf dx = {0}, dy = {0};
+    qc_gpu_buf dx = {0}, dy = {0}, dw = {0};
     if (!xh || !got) {
         CHECK(0, "out of memory");
         goto out;
@@ -168,7 +171,7 @@ static void run_case(ctx *c, const qc_kernel_desc *kd, qc_gpu_fn fn, wt *w, int6
     if (full) { /* the C reference through the descriptor, as the runtime calls it */
         ref = malloc(yc * 4);
         gt_poison(ref, yc * 4);
-        largs_fill(&l, w, 0, 0, xh, ref, m);
+        largs_fill(&l, w, 0, 0, xh, ref, m, NULL);
         st = qc_kernel_bind(kd, l.a, l.na, argv, 16, err, sizeof err);
         if (st == QC_OK) st = qc_kernel_call_reference(kd, argv, err, sizeof err);
         CHECK(st == QC_OK, "%s %s reference: %s", kd->id, shape, err);
@@ -188,13 +191,30 @@ static void run_case(ctx *c, const qc_kernel_desc *kd, qc_gpu_fn fn, wt *w, int6
                     .scheme = W4A16_SCHEME_SYM + (uint32_t)w->scheme};
     qc_launch_dims d;
     kd->launch_dims(&p, &d);
-    largs_fill(&l, w, 0, 1, (void *)(uintptr_t)dx.ptr, (void *)(uintptr_t)dy.ptr, m);
+    /* the kernel's workspace (split-K partial sums and counters), zero-filled as the contract says */
+    uint64_t wneed = kd->workspace_bytes ? kd->workspace_bytes(&p) : 0;
+    if (wneed) {
+        st = qc_gpu_alloc(c->g, (size_t)wneed, (size_t)wneed, QC_MEM_WORKSPACE, "work", &dw, err, sizeof err);
+        if (st == QC_OK) st = qc_gpu_memset32(c->g, dw.ptr, 0, (size_t)(wneed + 3) / 4, err, sizeof err);
+        CHECK(st == QC_OK, "%s %s: workspace of %llu bytes: %s", kd->id, shape, (unsigned long long)wneed, err);
+        if (st != QC_OK) goto out;
+    }
+    void *dwp = (void *)(uintptr_t)dw.ptr;
+    largs_fill(&l, w, 0, 1, (void *)(uintptr_t)dx.ptr, (void *)(uintptr_t)dy.ptr, m, dwp);
     st = qc_kernel_bind(kd, l.a, l.na, argv, 16, err, sizeof err);
     if (st == QC_OK) st = qc_gpu_launch_kernel(c->g, kd, fn, &d, argv, err, sizeof err);
     if (st == QC_OK) st = qc_gpu_sync(c->g, err, sizeof err);
     if (st == QC_OK) st = qc_gpu_download(c->g, got, dy.ptr, yc * 4 + GUARD_WORDS * 4, err, sizeof err);
     CHECK(st == QC_OK, "%s %s: launch: %s", kd->id, shape, err);
     if (st != QC_OK) goto out;
+    if (wneed) { /* the counters (the first 1 KiB) are back at zero, so that the next launch may reuse it */
+        uint32_t cnt[256];
+        st = qc_gpu_download(c->g, cnt, dw.ptr, sizeof cnt, err, sizeof err);
+        size_t nz = 0;
+        for (size_t i = 0; st == QC_OK && i < 256; i++) nz += cnt[i] != 0;
+        CHECK(st == QC_OK && nz == 0, "%s %s: %zu workspace counters left non-zero (grid %u x %u)%s%s", kd->id, shape,
+              nz, d.grid[0], d.grid[1], st == QC_OK ? "" : ": ", st == QC_OK ? "" : err);
+    }
     size_t first = 0, past = gt_unwritten(got + yc * 4, GUARD_WORDS * 4, &first);
     CHECK(past == GUARD_WORDS, "%s %s: wrote %zu words past the end of y", kd->id, shape, GUARD_WORDS - past);
     size_t left = gt_unwritten(got, yc * 4, &first);
@@ -230,7 +250,7 @@ static void run_case(ctx *c, const qc_kernel_desc *kd, qc_gpu_fn fn, wt *w, int6
         largs ls[MAXCOPY];
         void *argv_store[MAXCOPY][16], **argvs[MAXCOPY];
         for (int i = 0; i < w->ncopy; i++) {
-            largs_fill(&ls[i], w, i, 1, (void *)(uintptr_t)dx.ptr, (void *)(uintptr_t)dy.ptr, m);
+            largs_fill(&ls[i], w, i, 1, (void *)(uintptr_t)dx.ptr, (void *)(uintptr_t)dy.ptr, m, dwp);
             qc_kernel_bind(kd, ls[i].a, ls[i].na, argv_store[i], 16, err, sizeof err);
             argvs[i] = argv_store[i];
         }
@@ -251,6 +271,7 @@ static void run_case(ctx *c, const qc_kernel_desc *kd, qc_gpu_fn fn, wt *w, int6
 out:
     qc_gpu_free(c->g, &dx);
     qc_gpu_free(c->g, &dy);
+    qc_gpu_free(c->g, &dw);
     free(xh), free(ref), free(got);
 }
 

@@ -285,6 +285,18 @@ typedef struct qc_kernel_desc {
      * kernel before it finishes (that kernel's qc_grid_trigger lets them).
      * 0: launched in plain stream order. */
     uint32_t flags;
+    /* ---- appended for split reductions (read only when struct_size covers it) ---- */
+    /* Device scratch: the bytes the kernel needs, in its QC_PARAM_PTR
+     * parameter named "work", for problems of p's n and k and any m up to
+     * p->m (never fewer for a larger m: a caller sizes one buffer at its
+     * largest m); 0: none for these.  The caller zero-fills the buffer once,
+     * before its first launch, and leaves it alone between launches; the
+     * kernel returns every byte it relies on being zero (its counters) to
+     * zero before it ends, so that one buffer serves every launch of a
+     * stream in order (and CUDA graphs) without a memset.  Launches that
+     * may overlap must not share a buffer.  NULL: no workspace (the "work"
+     * parameter, if any, is something else).  Called from any thread. */
+    uint64_t (*workspace_bytes)(const qc_problem *p);
 } qc_kernel_desc;
 #define QC_KERNEL_GRID_DEP 1u
 /* CUDA source for kernels (paste into cuda_source): qc_grid_trigger() lets
