@@ -143,6 +143,12 @@ static void gemm_ref(int mode, const uint8_t *xq, const float *xs, const uint16_
     static void name##_w8a16_ref(const uint16_t *x, const uint8_t *w, const float *ws, float *y, int64_t m,       \
                                  int64_t n, int64_t k) {                                                           \
         gemm_ref(mode, NULL, NULL, x, w, ws, y, m, n, k);                                                          \
+    }                                                                                                              \
+    /* the wgmma GEMMs' signature: the same, then their workspace (left alone) */                                 \
+    static void name##_wg_ref(const uint8_t *xq, const float *xs, const uint8_t *w, const float *ws, float *y,    \
+                              int64_t m, int64_t n, int64_t k, void *work) {                                       \
+        (void)work;                                                                                                \
+        gemm_ref(mode, xq, xs, NULL, w, ws, y, m, n, k);                                                           \
     }
 GEMM_REFS(channel, MODE_CHANNEL)
 GEMM_REFS(tensor, MODE_TENSOR)
@@ -182,12 +188,33 @@ static void fp8_wgmma_plan(int64_t m, int64_t n, int *bn, int *stages, uint32_t 
     *smem_bytes = (uint32_t)sts[pick] * (WG_BM * WG_BK + (uint32_t)bns[pick] * WG_BK) + 1024;
     *tiles = n > 0 ? tm * cdiv(n, bns[pick]) : 0;
 }
+/* Split-K across blocks (grid.y; the device reads gridDim.y, so the rule lives only here): when the tiles do not
+ * fill the SMs (m up to a few hundred), each tile's K goes to as many blocks as fit in one pass, at most
+ * FP8_SPLIT_MAX (QC_FP8_SPLIT=1..4 overrides it, for A/B runs), each at least 4 stages of 128 K.  The last split
+ * of a tile to arrive adds the others' partial sums (its reads grow with the splits: hence the cap). */
+#define FP8_SPLIT_MAX 4
+static int g_fp8_split_max = FP8_SPLIT_MAX;
+static int fp8_wgmma_splits(int64_t tiles, int64_t k) {
+    if (tiles <= 0 || tiles >= WG_SMS || k <= 0) return 1;
+    int64_t s = WG_SMS / tiles, by_k = cdiv(k, WG_BK) / 4;
+    if (s > by_k) s = by_k;
+    if (s > g_fp8_split_max) s = g_fp8_split_max;
+    return s < 1 ? 1 : (int)s;
+}
+/* 512 counter words (a tile's two warpgroups), then a slot per (tile, split, warpgroup): 128 threads x 96 sums
+ * (the widest tile); tiles x splits <= WG_SMS */
+#define FP8_WORK_BYTES (2048ull + (uint64_t)WG_SMS * 2 * 128 * 96 * 4)
+static uint64_t wgmma_workspace(const qc_problem *p) {
+    (void)p;
+    return FP8_WORK_BYTES;
+}
 static void wgmma_dims(const qc_problem *p, qc_launch_dims *d) {
     int bn, st;
     uint32_t smem;
     int64_t tiles;
     fp8_wgmma_plan(p->m, p->n, &bn, &st, &smem, &tiles);
     dims_1d(d, tiles < WG_SMS ? tiles : WG_SMS, 384, smem);
+    d->grid[1] = (uint32_t)fp8_wgmma_splits(tiles, p->k);
 }
 
 /* 16 output columns per block of 8 warps */
@@ -356,6 +383,11 @@ static const qc_kernel_param P_W8A8[] = {
     {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR},
     {"y", QC_PARAM_PTR},  {"m", QC_PARAM_I64},  {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
 };
+static const qc_kernel_param P_W8A8_WG[] = { /* the wgmma GEMMs: P_W8A8, then their split-K workspace */
+    {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR},
+    {"y", QC_PARAM_PTR},  {"m", QC_PARAM_I64},  {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
+    {"work", QC_PARAM_PTR},
+};
 static const qc_kernel_param P_W8A16[] = {
     {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}, {"y", QC_PARAM_PTR},
     {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
@@ -418,11 +450,11 @@ static const kspec g_kernels[] = {
     {"fp8.gemv_wg_tensor", "qc_fp8_gemv_wg_tensor", FP8_SRC_GEMV_WG, OPT_MODE[1], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
      GV_ROWS, P_W8A8, NP(P_W8A8), FN(tensor_ref), gemv_wg_dims, elig_gw_tensor, 0, NULL},
     {"fp8.gemm_channel_wgmma", "qc_fp8_gemm_channel_wgmma", FP8_SRC_WGMMA, OPT_MODE[0], {90, 90}, QC_PHASE_ANY,
-     GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(channel_ref), wgmma_dims, elig_wg_channel, 1, NULL},
+     GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8_WG, NP(P_W8A8_WG), FN(channel_wg_ref), wgmma_dims, elig_wg_channel, 1, NULL},
     {"fp8.gemm_tensor_wgmma", "qc_fp8_gemm_tensor_wgmma", FP8_SRC_WGMMA, OPT_MODE[1], {90, 90}, QC_PHASE_ANY,
-     GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(tensor_ref), wgmma_dims, elig_wg_tensor, 1, NULL},
+     GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8_WG, NP(P_W8A8_WG), FN(tensor_wg_ref), wgmma_dims, elig_wg_tensor, 1, NULL},
     {"fp8.gemm_block_wgmma", "qc_fp8_gemm_block_wgmma", FP8_SRC_WGMMA, OPT_MODE[2], {90, 90}, QC_PHASE_ANY,
-     GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8, NP(P_W8A8), FN(block_ref), wgmma_dims, elig_wg_block, 1, NULL},
+     GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8_WG, NP(P_W8A8_WG), FN(block_wg_ref), wgmma_dims, elig_wg_block, 1, NULL},
     {"fp8.gemm_channel_mma", "qc_fp8_gemm_channel_mma", FP8_SRC_MMA, OPT_MODE[0], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
      65535ll * MM_T, P_W8A8, NP(P_W8A8), FN(channel_ref), mma_dims, elig_mm_channel, 0, NULL},
     {"fp8.gemm_tensor_mma", "qc_fp8_gemm_tensor_mma", FP8_SRC_MMA, OPT_MODE[1], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
@@ -481,6 +513,16 @@ static const char *const *with_extra_opts(int family, const char *const *opts) {
 
 qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
     const size_t n = sizeof g_kernels / sizeof g_kernels[0];
+    const char *sp = getenv("QC_FP8_SPLIT");
+    g_fp8_split_max = FP8_SPLIT_MAX;
+    if (sp && *sp) {
+        char *end = NULL;
+        long v = strtol(sp, &end, 10);
+        if (*end || v < 1 || v > FP8_SPLIT_MAX)
+            api->log(host, QC_LOG_WARN, "QC_FP8_SPLIT='%s' is not 1..%d: ignored", sp, FP8_SPLIT_MAX);
+        else
+            g_fp8_split_max = (int)v;
+    }
     read_extra_opts(X_WGMMA);
     read_extra_opts(X_GEMV);
     for (size_t j = 0; j < 3 * n; j++) { /* three passes, each in table order */
@@ -508,6 +550,7 @@ qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
             .tensor_maps = s->maps ? MAPS_W8A8 : NULL,
             .act_recipe = s->recipe, /* the static quantizer reads w.act_scale: no recipe the core fuses */
             .flags = s->src == FP8_SRC_GEMV ? QC_KERNEL_GRID_DEP : 0u, /* cuda/gemv.cu calls qc_grid_dep() first */
+            .workspace_bytes = s->src == FP8_SRC_WGMMA ? wgmma_workspace : NULL,
         };
         qc_status st = api->register_kernel(host, &kd);
         if (st != QC_OK) return st;

@@ -246,8 +246,9 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "    const int kt_n = (int)((k + 63) / 64);                                                                 \\\n" \
     "    const ll ng = k / (16 * GS), kh = k / 2;                                                               \\\n" \
     "    /* split-K over blocks (gridDim.y > 1): this block's 64-k blocks [kb, ke), whole 128-k pairs */          \\\n" \
-    "    const int kpr = (kt_n + 1) / 2, kb = KS == 1 ? 0 : 2 * (int)((ll)kpr * blockIdx.y / gridDim.y);         \\\n" \
-    "    const int ke = KS == 1 ? kt_n : min(kt_n, 2 * (int)((ll)kpr * (blockIdx.y + 1) / gridDim.y));           \\\n" \
+    "    const int kpr = (kt_n + 1) / 2, nsp_ = work ? (int)gridDim.y : 1, spl_ = work ? (int)blockIdx.y : 0;       \\\n" \
+    "    const int kb = KS == 1 ? 0 : 2 * (int)((ll)kpr * spl_ / nsp_);                                         \\\n" \
+    "    const int ke = KS == 1 ? kt_n : min(kt_n, 2 * (int)((ll)kpr * (spl_ + 1) / nsp_));                      \\\n" \
     "    (void)al, (void)kh, (void)kb, (void)ke;\n" \
     "    if (wg == 0) {\n" \
     "        asm volatile(\"setmaxnreg.dec.sync.aligned.u32 56;\\n\" ::: \"memory\");\n" \
@@ -520,7 +521,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                w4w_bar_sync(2);\n" \
     "            }\n" \
     "            if (KS == 1 || c == 0) {\n" \
-    "                if (KS == 2 && gridDim.y > 1) { /* (the host splits only the K-split configurations) */\n" \
+    "                if (KS == 2 && gridDim.y > 1 && work) { /* (the host splits only the K-split configurations) */\n" \
     "                    const int nsp = (int)gridDim.y, spl = (int)blockIdx.y;\n" \
     "                    /* split-K: each split's sums to its slot of the workspace (after 256 words of per-tile\n" \
     "                       counters); the last of the tile's splits to arrive adds the slots in split order (the\n" \
@@ -560,6 +561,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "    extern __shared__ __align__(1024) unsigned char smem[];\n" \
     "    __shared__ __align__(8) u64 bars[2 * 16];\n" \
     "    if (m <= 0 || n <= 0 || k <= 0) return;\n" \
+    "    if (!work && blockIdx.y > 0) return; /* no workspace: unsplit, blockIdx.y 0 takes all of K */\n" \
     "    switch (w4w_cfg(m, n) * 4 + (int)(gs >> 5)) { /* gs / 32: 1, 2 or 4 */\n" \
     "#define W4W_CASE(cfg, BM, KS, ST)                                                                                \\\n" \
     "    case cfg * 4 + 1: w4w_gemm<S, BM, KS, ST, 2>(tmx, q, sc, zp, y, m, n, k, smem, bars, work); break;               \\\n" \

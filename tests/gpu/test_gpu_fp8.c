@@ -43,6 +43,8 @@ typedef struct ctx {
     uint64_t rng;
     int sm;
     char *tmp;
+    qc_gpu_buf work; /* the wgmma GEMMs' split-K workspace, zero-filled once (qc_kernel_desc.workspace_bytes) */
+    uint64_t work_bytes;
 } ctx;
 
 /* ---- helpers ---- */
@@ -91,12 +93,28 @@ static int kload(ctx *c, const char *id, kern *out, int force) {
     return st == QC_OK;
 }
 
+/* Launch with the named args plus the kernel's workspace (one buffer, grown when a kernel asks for more; the
+ * counters the kernels put back to zero let every launch reuse it, as the engine does). */
 static qc_status launch(ctx *c, const kern *kn, qc_named_arg *a, size_t na, int64_t m, int64_t n, int64_t k,
                         char *err, size_t errlen) {
     void *argv[16];
     qc_problem p = {.struct_size = sizeof p, .sm = (uint32_t)c->sm, .m = m, .n = n, .k = k};
     qc_launch_dims d;
     kn->k->launch_dims(&p, &d);
+    uint64_t need = kn->k->workspace_bytes ? kn->k->workspace_bytes(&p) : 0;
+    if (need > c->work_bytes) {
+        qc_gpu_free(c->g, &c->work);
+        c->work_bytes = 0;
+        qc_status ws = qc_gpu_alloc(c->g, (size_t)need, (size_t)need, QC_MEM_WORKSPACE, "work", &c->work, err, errlen);
+        if (ws == QC_OK) ws = qc_gpu_memset32(c->g, c->work.ptr, 0, (size_t)(need + 3) / 4, err, errlen);
+        if (ws != QC_OK) return ws;
+        c->work_bytes = need;
+    }
+    qc_named_arg aw[17];
+    if (na > 16) na = 16;
+    memcpy(aw, a, na * sizeof a[0]);
+    aw[na++] = (qc_named_arg){"work", &c->work.ptr};
+    a = aw;
     qc_status st = qc_kernel_bind(kn->k, a, na, argv, 16, err, errlen);
     if (st == QC_OK) st = qc_gpu_launch_kernel(c->g, kn->k, kn->fn, &d, argv, err, errlen);
     return st;
@@ -542,6 +560,9 @@ int main(void) {
                    3-4 tiles per block; 160-wide, K 16, a partial last tile, 1-2 per block; 128-wide, a
                    ragged third stage, 1-2 tiles per block */
                 {1000, 8192, 112}, {4100, 1040, 16}, {1500, 2400, 272},
+                /* split-K across blocks (the tiles leave SMs idle): 4 splits of 32 or 112 stages, 3 splits of a
+                   ragged 12-stage K over 192-wide tiles spanning two weight blocks, 2 splits with a ragged M */
+                {64, 4096, 4096}, {48, 4096, 14336}, {33, 960, 1536}, {90, 6144, 1088},
             };
             for (int s = 0; s < S_N; s++) {
                 if (c.sm < 89) { /* the W8A8 kernels refuse with `arch` here; the W8A16 ones run */
@@ -561,6 +582,16 @@ int main(void) {
             else if (c.sm == 90)
                 printf("%s: timings skipped after a correctness failure\n", TEST);
         }
+        if (c.work_bytes) { /* the counters are back at zero after every launch */
+            uint32_t cnt[512];
+            char werr[256];
+            qc_status wst = qc_gpu_download(c.g, cnt, c.work.ptr, sizeof cnt, werr, sizeof werr);
+            size_t nz = 0;
+            for (size_t i = 0; wst == QC_OK && i < 512; i++) nz += cnt[i] != 0;
+            CHECK(wst == QC_OK && nz == 0, "%zu split-K counters left non-zero in the workspace%s%s", nz,
+                  wst == QC_OK ? "" : ": ", wst == QC_OK ? "" : werr);
+        }
+        qc_gpu_free(c.g, &c.work);
         qc_gpu_ledger_row tot = qc_gpu_ledger_get(c.g, QC_MEM_COUNT_);
         CHECK(tot.count == 0 && tot.resident == 0, "buffers left allocated: %zu (%zu bytes)", tot.count, tot.resident);
         qc_runtime_close(c.rt);

@@ -294,8 +294,11 @@ typedef struct qc_kernel_desc {
      * kernel returns every byte it relies on being zero (its counters) to
      * zero before it ends, so that one buffer serves every launch of a
      * stream in order (and CUDA graphs) without a memset.  Launches that
-     * may overlap must not share a buffer.  NULL: no workspace (the "work"
-     * parameter, if any, is something else).  Called from any thread. */
+     * may overlap must not share a buffer.  A caller may also give no
+     * "work" at all (qc_kernel_bind then passes NULL): the kernel must
+     * still compute the same result, without the workspace (e.g. unsplit).
+     * NULL: no workspace (the "work" parameter, if any, is something else).
+     * Called from any thread. */
     uint64_t (*workspace_bytes)(const qc_problem *p);
 } qc_kernel_desc;
 #define QC_KERNEL_GRID_DEP 1u

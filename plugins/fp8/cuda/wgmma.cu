@@ -152,7 +152,7 @@ __device__ __forceinline__ void qc_promote_split(float *tot, const float *acc, f
 template <int BN, int ST>
 __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw, const float *xs, const float *ws,
                                             float *y, long long m, long long n, long long k, unsigned char *smem,
-                                            unsigned long long *bars, float *sws) {
+                                            unsigned long long *bars, float *sws, float *work) {
     const unsigned STAGE = WG_A_BYTES + BN * WG_BK;
     const unsigned base = (qc_smem(smem) + 1023u) & ~1023u; /* the 128-byte swizzle repeats every 1024 B */
     const unsigned full = qc_smem(bars), empty = full + 8 * ST;
@@ -167,6 +167,9 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
     __syncthreads();
     const long long tiles_m = (m + WG_BM - 1) / WG_BM, tiles_n = (n + BN - 1) / BN, tiles = tiles_m * tiles_n;
     const int kt_n = (int)((k + WG_BK - 1) / WG_BK); /* a ragged last stage reads zeros past k */
+    /* split-K (gridDim.y > 1 and a workspace): this block's stages [kt_b, kt_e) of every tile it takes */
+    const int nsp = work ? (int)gridDim.y : 1, spl = work ? (int)blockIdx.y : 0;
+    const int kt_b = (int)((long long)kt_n * spl / nsp), kt_e = (int)((long long)kt_n * (spl + 1) / nsp);
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         if (tid == 0) {
@@ -181,7 +184,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 const long long left = n - col0;
                 const int nb = left >= BN ? BN / WG_BOX_ROWS : (int)((left + WG_BOX_ROWS - 1) / WG_BOX_ROWS);
                 const unsigned bytes = WG_A_BYTES + (unsigned)nb * WG_BOX_B_BYTES;
-                for (int kt = 0; kt < kt_n; kt++) {
+                for (int kt = kt_b; kt < kt_e; kt++) {
                     qc_mbar_wait(empty + 8 * s, ph ^ 1u); /* a fresh barrier passes parity 1 at once */
                     const unsigned fb = full + 8 * s, sa = base + s * STAGE, sb = sa + WG_A_BYTES;
                     qc_mbar_expect_tx(fb, bytes);
@@ -271,12 +274,12 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                columns into it */
             const int split = (int)((QC_FP8_BLOCK - (tn * BN) % QC_FP8_BLOCK) / 8);
             /* stage kt's scales (x rows r0, r1; weight blocks b0, b1), loaded one stage ahead of use */
-            float sc[4] = {xs0[0], xs1[0], wsa[0], wsb[0]};
+            float sc[4] = {xs0[kt_b], xs1[kt_b], wsa[kt_b], wsb[kt_b]};
             auto load_sc = [&](int kt) {
-                if (kt < kt_n) sc[0] = xs0[kt], sc[1] = xs1[kt], sc[2] = wsa[kt], sc[3] = wsb[kt];
+                if (kt < kt_e) sc[0] = xs0[kt], sc[1] = xs1[kt], sc[2] = wsa[kt], sc[3] = wsb[kt];
             };
 #endif
-            for (int kt = 0; kt < kt_n; kt++) {
+            for (int kt = kt_b; kt < kt_e; kt++) {
 #if FP8_MODE == 2 && FP8_SCALE_AHEAD
                 const float xa0 = sc[0], xa1 = sc[1], wa = sc[2], wb = sc[3];
                 load_sc(kt + 1); /* the next stage's, under this one's wait */
@@ -284,14 +287,14 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 load_sc(kt);
                 const float xa0 = sc[0], xa1 = sc[1], wa = sc[2], wb = sc[3];
 #endif
-                if (kt > 0 || !issued) issue(s, kt % FP8_P == 0);
-                if (FP8_P > 1 && kt % FP8_P != FP8_P - 1 && kt != kt_n - 1) { /* the group goes on in acc */
+                if (kt > kt_b || !issued) issue(s, (kt - kt_b) % FP8_P == 0);
+                if (FP8_P > 1 && (kt - kt_b) % FP8_P != FP8_P - 1 && kt != kt_e - 1) { /* the group goes on in acc */
                     if (++s == ST) { s = 0; ph ^= 1u; }
                     continue;
                 }
                 qc_wg_wait<0>();
                 if (lane == 0) /* the group's stages are read: the producer may refill them */
-                    for (int j = 0, sj = s; j <= kt % FP8_P; j++, sj = sj > 0 ? sj - 1 : ST - 1)
+                    for (int j = 0, sj = s; j <= (kt - kt_b) % FP8_P; j++, sj = sj > 0 ? sj - 1 : ST - 1)
                         qc_mbar_arrive(empty + 8 * sj);
 #pragma unroll
                 for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
@@ -317,6 +320,32 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             if (issued) issue(s, true);
             const long long cb = tn * BN + 2 * (lane & 3);
             float *y0 = y + r0 * n, *y1 = y + r1 * n;
+            /* split-K: the warpgroup's partial sums to its slot; the last split of the tile to arrive (a counter
+               per tile and warpgroup) adds the slots in split order (the same sum whichever block is last),
+               stores, and puts the counter back to zero.  tot only: acc belongs to the next tile's stage. */
+            bool store = true;
+            if (nsp > 1) {
+                __shared__ int qc_last[2];
+                constexpr long long SLOT = 128 * (BN / 2);
+                const int ti = tid & 127;
+                float *slots = work + 512 + ((long long)t * nsp * 2 + c) * SLOT; /* split j: + 2 j SLOT */
+#pragma unroll
+                for (int i = 0; i < BN / 2; i++) slots[2 * spl * SLOT + i * 128 + ti] = tot[i];
+                __threadfence();
+                asm volatile("bar.sync %0, 128;\n" ::"r"(3 + c) : "memory");
+                if (ti == 0) qc_last[c] = atomicAdd((int *)work + 2 * t + c, 1) == nsp - 1;
+                asm volatile("bar.sync %0, 128;\n" ::"r"(3 + c) : "memory");
+                store = qc_last[c] != 0;
+                if (store) {
+                    __threadfence();
+#pragma unroll
+                    for (int i = 0; i < BN / 2; i++) tot[i] = __ldcg(slots + i * 128 + ti);
+                    for (int j = 1; j < nsp; j++)
+#pragma unroll
+                        for (int i = 0; i < BN / 2; i++) tot[i] += __ldcg(slots + 2 * j * SLOT + i * 128 + ti);
+                    if (ti == 0) ((int *)work)[2 * t + c] = 0;
+                }
+            }
 #if FP8_MODE == 0
             /* this thread's copies are done; the warpgroup's named barrier (1 + c) makes the others' visible,
                and orders this tile's reads before the copies of the tile after next into the same buffer */
@@ -329,7 +358,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #pragma unroll
             for (int j = 0; j < BN / 8; j++) {
                 const long long cn = cb + 8 * j;
-                if (cn < n) {
+                if (store && cn < n) {
 #if FP8_MODE == 2
                     if (r0 < m) *(float2 *)(y0 + cn) = make_float2(tot[4 * j], tot[4 * j + 1]);
                     if (r1 < m) *(float2 *)(y1 + cn) = make_float2(tot[4 * j + 2], tot[4 * j + 3]);
@@ -362,7 +391,8 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 /* xq and w are read only through their tensor maps (built by the host from the same pointers) */
 extern "C" __global__ void __launch_bounds__(384, 1) QC_ENTRY(const u8 *xq, const float *xs, const u8 *w,
                                                               const float *ws, float *y, long long m, long long n,
-                                                              long long k, const __grid_constant__ QcTmap tmx,
+                                                              long long k, float *work,
+                                                              const __grid_constant__ QcTmap tmx,
                                                               const __grid_constant__ QcTmap tmw) {
     extern __shared__ __align__(1024) unsigned char smem[];
     __shared__ __align__(8) unsigned long long bars[2 * 6];
@@ -370,14 +400,15 @@ extern "C" __global__ void __launch_bounds__(384, 1) QC_ENTRY(const u8 *xq, cons
     (void)xq;
     (void)w;
     if (m <= 0 || n <= 0) return;
+    if (blockIdx.y > 0 && (!work || k <= 0)) return; /* no workspace: unsplit, blockIdx.y 0 takes all of K */
     if (k <= 0) {
         for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < m * n;
              i += (long long)gridDim.x * blockDim.x) y[i] = 0.f;
         return;
     }
     switch (qc_wg_bn(m, n)) {
-    case 192: qc_fp8_gemm<192, FP8_ST192>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws); break;
-    case 160: qc_fp8_gemm<160, FP8_ST160>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws); break;
-    default: qc_fp8_gemm<128, FP8_ST128>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws); break;
+    case 192: qc_fp8_gemm<192, FP8_ST192>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work); break;
+    case 160: qc_fp8_gemm<160, FP8_ST160>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work); break;
+    default: qc_fp8_gemm<128, FP8_ST128>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work); break;
     }
 }
