@@ -91,7 +91,31 @@ static void test_all_param_types(void) {
     qc_runtime_close(rt);
 }
 
+/* A pointer parameter named "work" the caller leaves out binds to NULL (plugin.h: the kernel then runs without a
+ * workspace); any other missing parameter, or a "work" that is not a pointer, is still an error. */
+static void test_optional_work(void) {
+    static const qc_kernel_param ps[] = {{"y", QC_PARAM_PTR}, {"work", QC_PARAM_PTR}, {"m", QC_PARAM_I64}};
+    static const qc_kernel_param pi[] = {{"y", QC_PARAM_PTR}, {"work", QC_PARAM_I64}};
+    qc_kernel_desc kd = {.struct_size = sizeof kd, .id = "t.work", .format = "t", .n_params = 3, .params = ps};
+    float yv = 0;
+    void *yp = &yv, *wp = &yv;
+    int64_t m = 1;
+    void *argv[4];
+    char err[256];
+    qc_named_arg a[] = {{"y", &yp}, {"m", &m}, {"work", &wp}};
+    CHECK(qc_kernel_bind(&kd, a, 2, argv, 4, err, sizeof err) == QC_OK, "bind without work: %s", err);
+    CHECK(argv[1] && *(void **)argv[1] == NULL, "an omitted work binds to NULL");
+    CHECK(qc_kernel_bind(&kd, a, 3, argv, 4, err, sizeof err) == QC_OK && *(void **)argv[1] == &yv,
+          "a given work is passed");
+    CHECK(qc_kernel_bind(&kd, a + 1, 2, argv, 4, err, sizeof err) != QC_OK && strstr(err, "'y'"),
+          "a missing y is an error: %s", err);
+    kd.params = pi, kd.n_params = 2;
+    CHECK(qc_kernel_bind(&kd, a, 1, argv, 4, err, sizeof err) != QC_OK && strstr(err, "'work'"),
+          "a missing non-pointer work is an error: %s", err);
+}
+
 int main(void) {
+    test_optional_work();
     qc_runtime_options o = {.struct_size = sizeof o, .skip_default_dirs = 1, .skip_env = 1};
     char err[256];
     qc_runtime *rt = qc_runtime_open(&o, err, sizeof err);

@@ -58,6 +58,7 @@ static void test_faults(void) {
     expect_refused(QC_FAULT_DIR "/dup_format/dup_format.so",
                    "format 'bf16' is already registered by plugin org.qcore.builtin");
     expect_refused(QC_FAULT_DIR "/bad_kernel/bad_kernel.so", "names format 'no_such_format'");
+    expect_refused(QC_FAULT_DIR "/work_param/work_param.so", "states a workspace but has no pointer parameter");
     expect_refused("/nonexistent/plugin.so", "cannot resolve path");
 }
 

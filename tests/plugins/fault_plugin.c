@@ -9,6 +9,7 @@
 #define FAULT_INIT 4
 #define FAULT_DUP_FORMAT 5
 #define FAULT_BAD_KERNEL 6
+#define FAULT_WORK_PARAM 7 /* states a workspace but has no "work" pointer parameter */
 
 #ifndef FAULT
 #define FAULT FAULT_NONE
@@ -32,6 +33,12 @@ static const qc_kernel_param axpb_params[] = {
     {"b", QC_PARAM_F64}, {"flags", QC_PARAM_U32}, {"offset", QC_PARAM_I64},
 };
 
+#if FAULT == FAULT_WORK_PARAM
+static uint64_t axpb_workspace(const qc_problem *p) {
+    (void)p;
+    return 4096;
+}
+#endif
 static qc_status fault_init(const qc_host_api *api, qc_host *host, char *err, size_t errlen) {
     if (FAULT == FAULT_INIT) {
         snprintf(err, errlen, "needs a licence file that is not there");
@@ -60,6 +67,9 @@ static qc_status fault_init(const qc_host_api *api, qc_host *host, char *err, si
         .params = axpb_params,
         .reference = (void (*)(void))axpb_ref,
     };
+#if FAULT == FAULT_WORK_PARAM
+    k.workspace_bytes = axpb_workspace;
+#endif
     api->register_kernel(host, &k);
     api->log(host, QC_LOG_DEBUG, "registered %s", FORMAT_NAME);
     return QC_OK;
