@@ -31,4 +31,18 @@ static inline int qc_env_defines(const char *plugin, const char *var, char (*buf
     return n;
 }
 
+/* An integer switch for A/B runs: the value of `var` when it is an integer in [lo, hi], else `dflt` (unset: quietly;
+ * anything else: with a warning on stderr that names `plugin` and `var`).  Call from registration. */
+static inline int qc_env_int(const char *plugin, const char *var, int lo, int hi, int dflt) {
+    const char *e = getenv(var);
+    if (!e || !*e) return dflt;
+    char *end = NULL;
+    long v = strtol(e, &end, 10);
+    if (*end || v < lo || v > hi) {
+        fprintf(stderr, "%s: %s='%s' is not %d..%d: ignored\n", plugin, var, e, lo, hi);
+        return dflt;
+    }
+    return (int)v;
+}
+
 #endif

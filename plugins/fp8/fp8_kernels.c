@@ -513,16 +513,7 @@ static const char *const *with_extra_opts(int family, const char *const *opts) {
 
 qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
     const size_t n = sizeof g_kernels / sizeof g_kernels[0];
-    const char *sp = getenv("QC_FP8_SPLIT");
-    g_fp8_split_max = FP8_SPLIT_MAX;
-    if (sp && *sp) {
-        char *end = NULL;
-        long v = strtol(sp, &end, 10);
-        if (*end || v < 1 || v > FP8_SPLIT_MAX)
-            api->log(host, QC_LOG_WARN, "QC_FP8_SPLIT='%s' is not 1..%d: ignored", sp, FP8_SPLIT_MAX);
-        else
-            g_fp8_split_max = (int)v;
-    }
+    g_fp8_split_max = qc_env_int("fp8", "QC_FP8_SPLIT", 1, FP8_SPLIT_MAX, FP8_SPLIT_MAX);
     read_extra_opts(X_WGMMA);
     read_extra_opts(X_GEMV);
     for (size_t j = 0; j < 3 * n; j++) { /* three passes, each in table order */

@@ -755,16 +755,7 @@ static const char *const *w4w_extra_opts(void) {
 
 qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host) {
     const char *const *xopts = w4w_extra_opts();
-    const char *sp = getenv("QC_W4W_SPLIT");
-    g_w4w_split_max = W4W_SPLIT_MAX;
-    if (sp && *sp) {
-        char *end = NULL;
-        long v = strtol(sp, &end, 10);
-        if (*end || v < 1 || v > W4W_SPLIT_MAX)
-            api->log(host, QC_LOG_WARN, "QC_W4W_SPLIT='%s' is not 1..%d: ignored", sp, W4W_SPLIT_MAX);
-        else
-            g_w4w_split_max = (int)v;
-    }
+    g_w4w_split_max = qc_env_int("w4a16", "QC_W4W_SPLIT", 1, W4W_SPLIT_MAX, W4W_SPLIT_MAX);
     static const struct {
         const char *id, *entry, *source;
         const qc_kernel_param *params;

@@ -95,8 +95,23 @@ static void descriptors(qc_runtime *rt) {
             CHECK(d.shared_bytes == 5u * (16384u + 24576u) + 1024u || d.shared_bytes == 6u * (16384u + 20480u) + 1024u ||
                       d.shared_bytes == 6u * 32768u + 1024u,
                   "channel dims m=%lld: smem %u", (long long)ms[i], d.shared_bytes);
-            CHECK(db.grid[0] == d.grid[0] && db.shared_bytes == d.shared_bytes,
-                  "block dims m=%lld: grid %u smem %u", (long long)ms[i], db.grid[0], db.shared_bytes);
+            CHECK(db.grid[0] == d.grid[0] && db.grid[1] == d.grid[1] && db.shared_bytes == d.shared_bytes,
+                  "block dims m=%lld: grid %u x %u smem %u", (long long)ms[i], db.grid[0], db.grid[1], db.shared_bytes);
+            /* split-K (grid.y): only while the tiles leave SMs idle, within one pass of 132 blocks, at most 4
+               ways, each split at least 4 stages of 128 K; the workspace holds a slot per block and warpgroup */
+            uint64_t tiles = d.grid[0];
+            CHECK(d.grid[1] >= 1 && d.grid[1] <= 4 && d.grid[2] == 1 &&
+                      (d.grid[1] == 1 || (tiles * d.grid[1] <= 132 && shapes[s][1] / 128 / d.grid[1] >= 4)),
+                  "split m=%lld n=%lld k=%lld: grid %u x %u", (long long)ms[i], (long long)shapes[s][0],
+                  (long long)shapes[s][1], d.grid[0], d.grid[1]);
+            CHECK(k->workspace_bytes && k->workspace_bytes(&p) >= 2048 + (uint64_t)d.grid[0] * d.grid[1] * 2 * 128 * 96 * 4,
+                  "workspace m=%lld: %llu bytes", (long long)ms[i],
+                  k->workspace_bytes ? (unsigned long long)k->workspace_bytes(&p) : 0ull);
+            if (ms[i] == 17) { /* Llama-3-8B at 17 rows: qkv 48 tiles -> 2 ways, o and down 32 -> 4, gate_up 224 -> 1 */
+                static const unsigned want[4] = {2, 4, 1, 4};
+                CHECK(d.grid[1] == want[s], "m=17 n=%lld k=%lld: %u splits, planned %u", (long long)shapes[s][0],
+                      (long long)shapes[s][1], d.grid[1], want[s]);
+            }
         }
     const qc_kernel_desc *gv = qc_kernel_find(rt, "fp8.gemv_channel");
     if (gv) {
