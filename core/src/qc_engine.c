@@ -191,12 +191,6 @@ static qc_problem problem(int64_t m, int64_t n, int64_t k) {
 
 /* ---- linear layers ---- */
 
-/* The kernel for `m` rows: among the format's GPU kernels eligible here, the
- * most specialised wins: first the narrowest arch range (a kernel built for
- * this device's own instructions, e.g. wgmma on sm_90a, over a portable
- * one), then the highest m_min (a GEMM meant for M >= 64 over a general
- * one), then the narrowest M range (a GEMV for M <= 8 over one for M <= 16),
- * then registration order.  Measured choice per bucket is issue 9's policy. */
 /* The problem a linear's kernels see at m rows (launch_dims, eligibility, workspace). */
 static qc_problem linear_problem(const qc_engine *e, const eng_linear *L, int64_t m) {
     qc_problem p = problem(m, L->n, L->k);
@@ -261,6 +255,12 @@ static int64_t arch_width(const qc_kernel_desc *k) {
     return k->arch.max_sm == QC_SM_ANY ? INT64_MAX : (int64_t)k->arch.max_sm - k->arch.min_sm;
 }
 
+/* The kernel for `m` rows: among the format's GPU kernels eligible here, the
+ * most specialised wins: first the narrowest arch range (a kernel built for
+ * this device's own instructions, e.g. wgmma on sm_90a, over a portable
+ * one), then the highest m_min (a GEMM meant for M >= 64 over a general
+ * one), then the narrowest M range (a GEMV for M <= 8 over one for M <= 16),
+ * then registration order.  Measured choice per bucket is issue 9's policy. */
 static qc_status linear_choose(qc_engine *e, eng_linear *L, int64_t m, eng_choice **out, char *err, size_t errlen) {
     for (int i = 0; i < KCACHE; i++)
         if (L->cache[i].k && L->cache[i].m == m) {
@@ -1220,7 +1220,6 @@ static qc_status load_weights(qc_engine *e, qc_model *m, uint64_t seed, char *er
 }
 
 /* ---- create / destroy ---- */
-
 
 /* One zero-filled workspace for every linear kernel that states one, sized at the step's most rows over the
  * layers' four shapes (any kernel a plan or a fallback may pick: a stated need is what its plugin asked for). */
