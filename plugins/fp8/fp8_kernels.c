@@ -379,15 +379,12 @@ static const qc_kernel_param P_QUANT_STATIC[] = {
     {"x.bf16", QC_PARAM_PTR}, {"w.act_scale", QC_PARAM_PTR}, {"xq", QC_PARAM_PTR},
     {"xs", QC_PARAM_PTR},     {"m", QC_PARAM_I64},           {"k", QC_PARAM_I64},
 };
-static const qc_kernel_param P_W8A8[] = {
-    {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR},
-    {"y", QC_PARAM_PTR},  {"m", QC_PARAM_I64},  {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
-};
-static const qc_kernel_param P_W8A8_WG[] = { /* the wgmma GEMMs: P_W8A8, then their split-K workspace */
-    {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR},
-    {"y", QC_PARAM_PTR},  {"m", QC_PARAM_I64},  {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
-    {"work", QC_PARAM_PTR},
-};
+#define W8A8_PARAMS                                                                                       \
+    {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR},   \
+        {"y", QC_PARAM_PTR}, {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64}, {"k", QC_PARAM_I64}
+static const qc_kernel_param P_W8A8[] = {W8A8_PARAMS};
+/* the wgmma GEMMs: P_W8A8, then their split-K workspace */
+static const qc_kernel_param P_W8A8_WG[] = {W8A8_PARAMS, {"work", QC_PARAM_PTR}};
 static const qc_kernel_param P_W8A16[] = {
     {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}, {"y", QC_PARAM_PTR},
     {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},

@@ -631,20 +631,26 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
         .reference = (void (*)(void))w4f_ref_sym,
         .flags = QC_KERNEL_GRID_DEP,
     };
-    /* m = 1 only: the engine ranks the narrower M range first, so it takes batch-1 decode where it is eligible */
-    d.id = "w4a16.gemv1_sym";
-    d.m_max = 1;
-    d.cuda_source = W4G_SRC_SYM;
-    d.cuda_entry = "qc_w4g_gemv1_sym";
-    d.launch_dims = w4g_dims;
-    d.eligible = w4g_el_sym;
-    qc_status st = api->register_kernel(host, &d);
-    if (st != QC_OK) return st;
-    d.id = "w4a16.gemv_frag_sym";
-    d.m_max = 16;
-    d.cuda_source = W4F_SRC_SYM;
-    d.cuda_entry = "qc_w4f_gemv_sym";
-    d.launch_dims = w4f_dims;
-    d.eligible = w4f_el_sym;
-    return api->register_kernel(host, &d);
+    /* what differs; gemv1 (m = 1 only) first: the engine ranks the narrower M range first, so it takes batch-1
+     * decode where it is eligible */
+    static const struct {
+        const char *id, *source, *entry;
+        int64_t m_max;
+        void (*dims)(const qc_problem *, qc_launch_dims *);
+        int (*eligible)(const qc_problem *, qc_reason *);
+    } rows[] = {
+        {"w4a16.gemv1_sym", W4G_SRC_SYM, "qc_w4g_gemv1_sym", 1, w4g_dims, w4g_el_sym},
+        {"w4a16.gemv_frag_sym", W4F_SRC_SYM, "qc_w4f_gemv_sym", 16, w4f_dims, w4f_el_sym},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        d.id = rows[i].id;
+        d.m_max = rows[i].m_max;
+        d.cuda_source = rows[i].source;
+        d.cuda_entry = rows[i].entry;
+        d.launch_dims = rows[i].dims;
+        d.eligible = rows[i].eligible;
+        qc_status st = api->register_kernel(host, &d);
+        if (st != QC_OK) return st;
+    }
+    return QC_OK;
 }
