@@ -400,6 +400,13 @@ static void i8_linear_q_ref(const int8_t *xq, const float *xs, const int8_t *qw,
         }
 }
 
+/* The wgmma GEMM's reference: the same product; its split-K workspace changes nothing in y. */
+static void i8_linear_q_work_ref(const int8_t *xq, const float *xs, const int8_t *qw, const float *sw, float *y,
+                                 int64_t m, int64_t n, int64_t k, void *work) {
+    (void)work;
+    i8_linear_q_ref(xq, xs, qw, sw, y, m, n, k);
+}
+
 /* A kernel takes the weights of its own scheme only (qc_problem.scheme). */
 static int i8_el_plain(const qc_problem *p, qc_reason *why) {
     if (p->scheme == 0 || p->scheme == I8_SCHEME_PLAIN) return 1;
@@ -501,7 +508,7 @@ static qc_status int8_init(const qc_host_api *api, qc_host *host, char *err, siz
     if (st != QC_OK) return st;
     /* after the two references, so that CPU selection keeps picking them */
     const i8_gpu_refs refs = {(void (*)(void))i8_quant_act_ref, (void (*)(void))i8_quant_act_smooth_ref,
-                              (void (*)(void))i8_linear_q_ref};
+                              (void (*)(void))i8_linear_q_ref, (void (*)(void))i8_linear_q_work_ref};
     return i8_cuda_register(api, host, &refs);
 }
 

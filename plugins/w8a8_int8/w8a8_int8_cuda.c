@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "w8a8_int8_cuda.h"
+#include "qc_env_opts.h"
 
 /*
  * A w8a8_int8 linear runs as two launches (docs/formats/w8a8_int8.md,
@@ -278,7 +279,7 @@ static const char WGMMA_SRC[] =
     "template <int BN, int ST>\n"
     "__device__ __forceinline__ void qc_wg_gemm(const QcTmap *tmx, const QcTmap *tmw, const float *xs, const float *sw,\n"
     "                                           float *y, long long m, long long n, long long k, unsigned char *smem,\n"
-    "                                           unsigned long long *bars) {\n"
+    "                                           unsigned long long *bars, int *work) {\n"
     "    const unsigned STAGE = WG_A_BYTES + BN * WG_BK;\n"
     "    const unsigned base = (qc_smem(smem) + 1023u) & ~1023u; /* the 128-byte swizzle repeats every 1024 B */\n"
     "    const unsigned full = qc_smem(bars), empty = full + 8 * ST;\n"
@@ -293,6 +294,9 @@ static const char WGMMA_SRC[] =
     "    __syncthreads();\n"
     "    const long long tiles_m = (m + WG_BM - 1) / WG_BM, tiles_n = (n + BN - 1) / BN, tiles = tiles_m * tiles_n;\n"
     "    const int kt_n = (int)((k + WG_BK - 1) / WG_BK); /* a k tail reads as zeros (TMA fill), which adds nothing */\n"
+    "    /* split-K (gridDim.y > 1 and a workspace): this block's stages [kt_b, kt_e) of every tile it takes */\n"
+    "    const int nsp = work ? (int)gridDim.y : 1, spl = work ? (int)blockIdx.y : 0;\n"
+    "    const int kt_b = (int)((long long)kt_n * spl / nsp), kt_e = (int)((long long)kt_n * (spl + 1) / nsp);\n"
     "    if (wg == 0) {\n"
     "        asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\\n\" ::: \"memory\");\n"
     "        if (tid == 0) {\n"
@@ -307,7 +311,7 @@ static const char WGMMA_SRC[] =
     "                const long long left = n - col0;\n"
     "                const int nb = left >= BN ? BN / 64 : (int)((left + 63) / 64);\n"
     "                const unsigned bytes = WG_A_BYTES + (unsigned)nb * WG_BOX_B_BYTES;\n"
-    "                for (int kt = 0; kt < kt_n; kt++) {\n"
+    "                for (int kt = kt_b; kt < kt_e; kt++) {\n"
     "                    qc_mbar_wait(empty + 8 * s, ph ^ 1u); /* a fresh barrier passes parity 1 at once */\n"
     "                    const unsigned fb = full + 8 * s, sa = base + s * STAGE, sb = sa + WG_A_BYTES;\n"
     "                    qc_mbar_expect_tx(fb, bytes);\n"
@@ -326,15 +330,17 @@ static const char WGMMA_SRC[] =
     "        for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
     "            long long tm, tn;\n"
     "            qc_wg_tile(t, tiles_m, tiles_n, &tm, &tn);\n"
-    "            for (int kt = 0; kt < kt_n; kt++) {\n"
+    "#pragma unroll\n"
+    "            for (int i = 0; i < BN / 2; i++) acc[i] = 0; /* an empty K range (a split past k) sums to zero */\n"
+    "            for (int kt = kt_b; kt < kt_e; kt++) {\n"
     "                qc_mbar_wait(full + 8 * s, ph);\n"
     "                const unsigned sa = base + s * STAGE + c * (64 * 128), sb = base + s * STAGE + WG_A_BYTES;\n"
     "                qc_wg_fence();\n"
     "#pragma unroll\n"
     "                for (int kk = 0; kk < WG_BK / 32; kk++) /* 32 k = 32 B further along the swizzled rows */\n"
-    "                    qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kt > 0 || kk > 0);\n"
+    "                    qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kt > kt_b || kk > 0);\n"
     "                qc_wg_commit();\n"
-    "                if (kt > 0) { /* the previous step's group has read its stage: hand it back */\n"
+    "                if (kt > kt_b) { /* the previous step's group has read its stage: hand it back */\n"
     "                    qc_wg_wait<1>();\n"
     "                    if (lane == 0) qc_mbar_arrive(empty + 8 * prev);\n"
     "                }\n"
@@ -342,9 +348,35 @@ static const char WGMMA_SRC[] =
     "                if (++s == ST) { s = 0; ph ^= 1u; }\n"
     "            }\n"
     "            qc_wg_wait<0>();\n"
-    "            if (kt_n > 0 && lane == 0) qc_mbar_arrive(empty + 8 * prev);\n"
+    "            if (kt_e > kt_b && lane == 0) qc_mbar_arrive(empty + 8 * prev);\n"
     "#pragma unroll\n"
     "            for (int i = 0; i < BN / 2; i++) asm volatile(\"\" : \"+r\"(acc[i])::\"memory\");\n"
+    "            /* split-K: the warpgroup's INT32 partial sums to its slot; the last split of the tile to arrive (a\n"
+    "               counter per tile and warpgroup) adds the other slots (exact: any order gives the same sum),\n"
+    "               stores, and puts the counter back to zero, so the next launch finds the workspace as it was */\n"
+    "            bool store = true;\n"
+    "            if (nsp > 1) {\n"
+    "                __shared__ int qc_last[2];\n"
+    "                constexpr long long SLOT = 128 * (BN / 2);\n"
+    "                const int ti = tid & 127;\n"
+    "                int *slots = work + 512 + ((long long)t * nsp * 2 + c) * SLOT; /* split j: + 2 j SLOT */\n"
+    "#pragma unroll\n"
+    "                for (int i = 0; i < BN / 2; i++) slots[2 * spl * SLOT + i * 128 + ti] = acc[i];\n"
+    "                __threadfence();\n"
+    "                asm volatile(\"bar.sync %0, 128;\\n\" ::\"r\"(1 + c) : \"memory\");\n"
+    "                if (ti == 0) qc_last[c] = atomicAdd(work + 2 * t + c, 1) == nsp - 1;\n"
+    "                asm volatile(\"bar.sync %0, 128;\\n\" ::\"r\"(1 + c) : \"memory\");\n"
+    "                store = qc_last[c] != 0;\n"
+    "                if (store) {\n"
+    "                    __threadfence();\n"
+    "                    for (int j = 0; j < nsp; j++)\n"
+    "                        if (j != spl)\n"
+    "#pragma unroll\n"
+    "                            for (int i = 0; i < BN / 2; i++) acc[i] += __ldcg(slots + 2 * j * SLOT + i * 128 + ti);\n"
+    "                    if (ti == 0) work[2 * t + c] = 0;\n"
+    "                }\n"
+    "                /* qc_last is read before the next tile's barrier writes it again: the barrier above orders it */\n"
+    "            }\n"
     "            /* accumulator i of a thread: row 16 warp + lane/4 (+8 for i%4 >= 2), column 8 (i/4) + 2 (lane%4) + i%2;\n"
     "               y = ((float)acc * xs[row]) * sw[col], the reference's two f32 multiplies in its order */\n"
     "            const long long r0 = tm * WG_BM + c * 64 + warp * 16 + (lane >> 2), r1 = r0 + 8;\n"
@@ -354,7 +386,7 @@ static const char WGMMA_SRC[] =
     "#pragma unroll\n"
     "            for (int j = 0; j < BN / 8; j++) {\n"
     "                const long long cn = cb + 8 * j;\n"
-    "                if (cn < n) {\n"
+    "                if (store && cn < n) {\n"
     "                    const float2 w = *(const float2 *)(sw + cn);\n"
     "                    if (r0 < m)\n"
     "                        *(float2 *)(y0 + cn) = make_float2(__fmul_rn(__fmul_rn(__int2float_rn(acc[4 * j]), s0), w.x),\n"
@@ -369,17 +401,18 @@ static const char WGMMA_SRC[] =
     "}\n"
     "/* xq and w are read only through their tensor maps (built by the host from the same pointers) */\n"
     "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_i8_linear_wgmma(const signed char *xq, const float *xs,\n"
-    "        const signed char *w, const float *sw, float *y, long long m, long long n, long long k,\n"
+    "        const signed char *w, const float *sw, float *y, long long m, long long n, long long k, int *work,\n"
     "        const __grid_constant__ QcTmap tmx, const __grid_constant__ QcTmap tmw) {\n"
     "    extern __shared__ __align__(1024) unsigned char smem[];\n"
     "    __shared__ __align__(8) unsigned long long bars[2 * 6];\n"
     "    (void)xq;\n"
     "    (void)w;\n"
     "    if (m <= 0 || n <= 0 || k <= 0) return;\n"
+    "    if (blockIdx.y > 0 && !work) return; /* no workspace: unsplit, blockIdx.y 0 takes all of K */\n"
     "    switch (qc_wg_bn(m, n)) {\n"
-    "    case 256: qc_wg_gemm<256, 4>(&tmx, &tmw, xs, sw, y, m, n, k, smem, bars); break;\n"
-    "    case 192: qc_wg_gemm<192, 5>(&tmx, &tmw, xs, sw, y, m, n, k, smem, bars); break;\n"
-    "    default: qc_wg_gemm<128, 6>(&tmx, &tmw, xs, sw, y, m, n, k, smem, bars); break;\n"
+    "    case 256: qc_wg_gemm<256, 4>(&tmx, &tmw, xs, sw, y, m, n, k, smem, bars, work); break;\n"
+    "    case 192: qc_wg_gemm<192, 5>(&tmx, &tmw, xs, sw, y, m, n, k, smem, bars, work); break;\n"
+    "    default: qc_wg_gemm<128, 6>(&tmx, &tmw, xs, sw, y, m, n, k, smem, bars, work); break;\n"
     "    }\n"
     "}\n";
 
@@ -694,6 +727,27 @@ static void wgmma_plan(int64_t m, int64_t n, int *bn, int *stages, uint32_t *sme
     *tiles = n > 0 ? tm * ((n + bns[pick] - 1) / bns[pick]) : 0;
 }
 
+/* Split-K across blocks (grid.y; the device reads gridDim.y, so the rule lives only here), as fp8's wgmma GEMMs:
+ * when the tiles leave SMs idle (m up to a few hundred), each tile's K goes to as many blocks as fit in one pass of
+ * WG_SMS, at most I8_SPLIT_MAX (QC_I8_SPLIT=1..4 overrides it, for A/B runs), each at least 4 stages of 128 K.  The
+ * last split of a tile to arrive adds the others' INT32 sums, exactly, so y stays bit-exact. */
+#define I8_SPLIT_MAX 4
+static int g_i8_split_max = I8_SPLIT_MAX;
+static int i8_wgmma_splits(int64_t tiles, int64_t k) {
+    if (tiles <= 0 || tiles >= WG_SMS || k <= 0) return 1;
+    int64_t s = WG_SMS / tiles, by_k = (k + WG_BK - 1) / WG_BK / 4;
+    if (s > by_k) s = by_k;
+    if (s > g_i8_split_max) s = g_i8_split_max;
+    return s < 1 ? 1 : (int)s;
+}
+/* 512 counter words (a tile's two warpgroups), then an INT32 slot per (tile, split, warpgroup): 128 threads x 128
+ * sums (the widest tile, 256 columns); tiles x splits <= WG_SMS */
+#define I8_WORK_BYTES (2048ull + (uint64_t)WG_SMS * 2 * 128 * 128 * 4)
+static uint64_t wgmma_workspace(const qc_problem *p) {
+    (void)p;
+    return I8_WORK_BYTES;
+}
+
 static void wgmma_dims(const qc_problem *p, qc_launch_dims *d) {
     memset(d, 0, sizeof *d);
     int bn, st;
@@ -701,7 +755,8 @@ static void wgmma_dims(const qc_problem *p, qc_launch_dims *d) {
     int64_t tiles;
     wgmma_plan(p->m, p->n, &bn, &st, &smem, &tiles);
     d->grid[0] = (uint32_t)(tiles < WG_SMS ? tiles : WG_SMS);
-    d->grid[1] = d->grid[2] = 1;
+    d->grid[1] = (uint32_t)i8_wgmma_splits(tiles, p->k);
+    d->grid[2] = 1;
     d->block[0] = WG_THREADS;
     d->block[1] = d->block[2] = 1;
     d->shared_bytes = smem;
@@ -737,6 +792,12 @@ static const qc_kernel_param GEMM_PARAMS[] = {
     {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR},
     {"y", QC_PARAM_PTR},  {"m", QC_PARAM_I64},  {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
 };
+/* the wgmma GEMM: the same, then its split-K workspace (optional: without it the kernel runs unsplit) */
+static const qc_kernel_param GEMM_WG_PARAMS[] = {
+    {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR},
+    {"y", QC_PARAM_PTR},  {"m", QC_PARAM_I64},  {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
+    {"work", QC_PARAM_PTR},
+};
 /* xq in boxes of 128 rows, W in boxes of 64 rows (BN/64 per stage), both
  * 128 int8 wide: 128 bytes, the 128-byte swizzle span */
 static const qc_tensor_map_spec WGMMA_MAPS[] = {
@@ -748,6 +809,7 @@ qc_status i8_cuda_register(const qc_host_api *api, qc_host *host, const i8_gpu_r
     /* The GEMMs first: a selection that takes the first eligible GPU kernel
      * of the format (qc_select_format) must find a GEMM, never quant_act,
      * which is a helper with no "y" (callers that rank kernels skip those). */
+    g_i8_split_max = qc_env_int("w8a8_int8", "QC_I8_SPLIT", 1, I8_SPLIT_MAX, I8_SPLIT_MAX);
     qc_kernel_desc g = {
         .struct_size = sizeof g,
         .id = "w8a8_int8.linear_wgmma",
@@ -756,15 +818,16 @@ qc_status i8_cuda_register(const qc_host_api *api, qc_host *host, const i8_gpu_r
         .m_min = GV_M_MAX + 1, /* below it the GEMV streams W once (not measured against each other yet) */
         .m_max = (1ll << 31) - WG_BM,
         .arch = {90, 90}, /* sm_90a only: wgmma and setmaxnreg */
-        .n_params = sizeof GEMM_PARAMS / sizeof GEMM_PARAMS[0],
-        .params = GEMM_PARAMS,
-        .reference = refs->linear_q,
+        .n_params = sizeof GEMM_WG_PARAMS / sizeof GEMM_WG_PARAMS[0],
+        .params = GEMM_WG_PARAMS,
+        .reference = refs->linear_q_work,
         .cuda_source = WGMMA_SRC,
         .cuda_entry = "qc_i8_linear_wgmma",
         .launch_dims = wgmma_dims,
         .eligible = el_wgmma,
         .n_tensor_maps = sizeof WGMMA_MAPS / sizeof WGMMA_MAPS[0],
         .tensor_maps = WGMMA_MAPS,
+        .workspace_bytes = wgmma_workspace,
     };
     qc_status st = api->register_kernel(host, &g);
     if (st != QC_OK) return st;
@@ -773,6 +836,10 @@ qc_status i8_cuda_register(const qc_host_api *api, qc_host *host, const i8_gpu_r
     g.arch = (qc_arch_range){80, QC_SM_ANY};
     g.cuda_source = MMA_SRC;
     g.cuda_entry = "qc_i8_linear_mma";
+    g.n_params = sizeof GEMM_PARAMS / sizeof GEMM_PARAMS[0];
+    g.params = GEMM_PARAMS;
+    g.reference = refs->linear_q;
+    g.workspace_bytes = NULL;
     g.launch_dims = mma_dims;
     g.eligible = el_mma;
     g.n_tensor_maps = 0;

@@ -11,6 +11,7 @@ typedef struct i8_gpu_refs {
     void (*quant_act)(void);        /* (x.bf16, xq, xs, m, k) */
     void (*quant_act_smooth)(void); /* (x.bf16, w.smooth, xq, xs, m, k) */
     void (*linear_q)(void);         /* (xq, xs, w.qweight, w.scales, y, m, n, k) */
+    void (*linear_q_work)(void);    /* the same, then the wgmma GEMM's workspace (ignored) */
 } i8_gpu_refs;
 
 /* Register "w8a8_int8.quant_act", "w8a8_int8.quant_act_smooth",

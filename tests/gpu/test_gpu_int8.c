@@ -40,6 +40,9 @@ typedef struct ctx {
     int ok[K_N]; /* loaded for this device */
     int sm;
     uint64_t rng;
+    qc_gpu_buf work;    /* linear_wgmma's split-K workspace, zero-filled once (qc_kernel_desc.workspace_bytes) */
+    uint64_t work_bytes;
+    int no_work;        /* launch without it: the kernel must run unsplit and still be exact */
 } ctx;
 
 static int cmp_float(const void *a, const void *b) {
@@ -47,13 +50,30 @@ static int cmp_float(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* Bind named args and launch kernel i on the device (tensor maps built by the launcher). */
+/* Bind named args and launch kernel i on the device (tensor maps built by the launcher); a kernel with a workspace
+ * gets the context's (one buffer, grown when a kernel asks for more; the kernel puts its counters back to zero, so
+ * every launch reuses it, as the engine does), unless c->no_work. */
 static qc_status launch(ctx *c, int i, const qc_named_arg *args, size_t na, int64_t m, int64_t n, int64_t k,
                         uint32_t scheme, char *err, size_t errlen) {
     void *argv[16];
     qc_problem p = {.struct_size = sizeof p, .sm = (uint32_t)c->sm, .m = m, .n = n, .k = k, .scheme = scheme};
     qc_launch_dims d;
     c->k[i]->launch_dims(&p, &d);
+    qc_named_arg aw[16];
+    uint64_t need = c->k[i]->workspace_bytes ? c->k[i]->workspace_bytes(&p) : 0;
+    if (need && !c->no_work && na < 16) {
+        if (need > c->work_bytes) {
+            qc_gpu_free(c->g, &c->work);
+            c->work_bytes = 0;
+            qc_status ws = qc_gpu_alloc(c->g, (size_t)need, (size_t)need, QC_MEM_WORKSPACE, "work", &c->work, err, errlen);
+            if (ws == QC_OK) ws = qc_gpu_memset32(c->g, c->work.ptr, 0, (size_t)(need + 3) / 4, err, errlen);
+            if (ws != QC_OK) return ws;
+            c->work_bytes = need;
+        }
+        memcpy(aw, args, na * sizeof args[0]);
+        aw[na++] = (qc_named_arg){"work", &c->work.ptr};
+        args = aw;
+    }
     qc_status st = qc_kernel_bind(c->k[i], args, na, argv, 16, err, errlen);
     if (st == QC_OK) st = qc_gpu_launch_kernel(c->g, c->k[i], c->fn[i], &d, argv, err, errlen);
     return st;
@@ -139,8 +159,9 @@ static void make_x(ctx *c, uint16_t *x, int64_t m, int64_t k, enum xkind kind) {
 static void run_case(ctx *c, int gi, int64_t m, int64_t n, int64_t k, enum xkind kind, int smooth) {
     if (!c->ok[gi] || !c->ok[smooth ? K_QUANT_SMOOTH : K_QUANT]) return;
     char err[512], shape[128];
-    snprintf(shape, sizeof shape, "%-22s m=%-5lld n=%-5lld k=%-5lld%s%s", IDS[gi] + 10, (long long)m, (long long)n,
-             (long long)k, smooth ? " smooth" : "", kind == X_SPECIAL ? " special-rows" : kind == X_OUTLIER ? " outliers" : "");
+    snprintf(shape, sizeof shape, "%-22s m=%-5lld n=%-5lld k=%-5lld%s%s%s", IDS[gi] + 10, (long long)m, (long long)n,
+             (long long)k, smooth ? " smooth" : "", kind == X_SPECIAL ? " special-rows" : kind == X_OUTLIER ? " outliers" : "",
+             c->no_work && c->k[gi]->workspace_bytes ? " no-workspace" : "");
     size_t xc = (size_t)(m * k), wc = (size_t)(n * k), yc = (size_t)(m * n);
     uint16_t *x = malloc(xc * 2);
     float *wf = malloc(wc * 4), *absmax = calloc((size_t)k, 4), *xs_ref = malloc((size_t)m * 4), *y_ref = NULL;
@@ -592,6 +613,19 @@ int main(int argc, char **argv) {
                 run_case(&c, gemms[gi], 200, 512, 1024, X_OUTLIER, 1);
                 run_case(&c, gemms[gi], 1500, 1024, 4096, X_SPECIAL, 1);
             }
+            /* split-K of linear_wgmma (grid.y, test_int8_unit states the plan): Llama o and down at 16 rows (4 ways),
+               qkv at 9 rows (2 ways), uneven splits of 9 and 35 stages with a k tail, special rows split, and the
+               same problems without a workspace, which must run unsplit and give the same bits */
+            static const struct {
+                int64_t m, n, k;
+            } sc[] = {{16, 4096, 4096}, {16, 4096, 14336}, {9, 6144, 4096}, {17, 4096, 1040}, {100, 1024, 4464}};
+            for (int nw = 0; nw < 2; nw++) {
+                c.no_work = nw;
+                for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++)
+                    run_case(&c, K_WGMMA, sc[i].m, sc[i].n, sc[i].k, X_NORMAL, 0);
+                run_case(&c, K_WGMMA, 64, 512, 2048, X_SPECIAL, 1);
+            }
+            c.no_work = 0;
             printf("%s: correctness cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             if (quick)
                 printf("%s: --quick: timings skipped\n", TEST);
@@ -601,6 +635,16 @@ int main(int argc, char **argv) {
                 printf("%s: timings skipped after a correctness failure\n", TEST);
         }
     }
+    if (c.work_bytes) { /* the split counters are back at zero after every launch */
+        int cnt[512];
+        char werr[256];
+        size_t nz = 0;
+        qc_status wst = qc_gpu_download(c.g, cnt, c.work.ptr, sizeof cnt, werr, sizeof werr);
+        for (int i = 0; wst == QC_OK && i < 512; i++) nz += cnt[i] != 0;
+        CHECK(wst == QC_OK && nz == 0, "%zu split-K counters left non-zero in the workspace%s%s", nz,
+              wst == QC_OK ? "" : ": ", wst == QC_OK ? "" : werr);
+    }
+    qc_gpu_free(c.g, &c.work);
     qc_gpu_ledger_row tot = qc_gpu_ledger_get(c.g, QC_MEM_COUNT_);
     CHECK(tot.count == 0 && tot.resident == 0, "buffers left allocated: %zu (%zu bytes)", tot.count, tot.resident);
     qc_runtime_close(c.rt);

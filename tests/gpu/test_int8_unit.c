@@ -16,7 +16,7 @@ static const struct {
     int64_t m_min, m_max;
     uint32_t n_params, n_maps;
 } KERNELS[] = {
-    {"w8a8_int8.linear_wgmma", 90, 90, 9, (1ll << 31) - 128, 8, 2},
+    {"w8a8_int8.linear_wgmma", 90, 90, 9, (1ll << 31) - 128, 9, 2}, /* the GEMM's 8, then "work" */
     {"w8a8_int8.linear_mma", 80, QC_SM_ANY, 9, 65535ll * 128, 8, 0},
     {"w8a8_int8.gemv", 80, QC_SM_ANY, 1, 8, 8, 0},
     {"w8a8_int8.quant_act", 80, QC_SM_ANY, 1, 0, 5, 0},
@@ -48,6 +48,13 @@ static void descriptors(qc_runtime *rt) {
                   w->tensor_maps[0].box_cols == 128 && w->tensor_maps[0].swizzle_bytes == 128 &&
                   strcmp(w->tensor_maps[1].param, "w.qweight") == 0 && w->tensor_maps[1].box_rows == 64,
               "wgmma tensor maps");
+    if (w && w->n_params == 9) /* split-K's workspace: the last parameter, and only the wgmma GEMM has one */
+        CHECK(strcmp(w->params[8].name, "work") == 0 && w->params[8].type == QC_PARAM_PTR && w->workspace_bytes,
+              "wgmma work param");
+    for (size_t i = 1; i < NK; i++) {
+        const qc_kernel_desc *k = qc_kernel_find(rt, KERNELS[i].id);
+        CHECK(!k || !k->workspace_bytes, "%s states a workspace", KERNELS[i].id);
+    }
 }
 
 /* Which kernel each path takes. */
@@ -107,7 +114,28 @@ static void selection(qc_runtime *rt) {
             CHECK(d.grid[0] >= 1 && d.grid[0] <= 132 && d.block[0] == 384 && d.shared_bytes <= 232448 - 1024,
                   "wgmma dims m=%lld n=%lld: grid %u, %u B", (long long)ms[i], (long long)ns[j], d.grid[0],
                   d.shared_bytes);
+            /* split-K (grid.y): only while the tiles leave SMs idle, within one pass of 132 blocks, at most 4 ways,
+               each split at least 4 stages of 128 K; the workspace holds an INT32 slot per block and warpgroup */
+            CHECK(d.grid[1] >= 1 && d.grid[1] <= 4 && d.grid[2] == 1 &&
+                      (d.grid[1] == 1 || ((uint64_t)d.grid[0] * d.grid[1] <= 132 && p.k / 128 / d.grid[1] >= 4)),
+                  "split m=%lld n=%lld: grid %u x %u", (long long)ms[i], (long long)ns[j], d.grid[0], d.grid[1]);
+            CHECK(w->workspace_bytes && w->workspace_bytes(&p) >= 2048 + (uint64_t)d.grid[0] * d.grid[1] * 2 * 128 * 128 * 4,
+                  "workspace m=%lld n=%lld", (long long)ms[i], (long long)ns[j]);
         }
+    /* Llama-3-8B at 16 rows (k 4096, 14336 for down): qkv 48 tiles of 128 -> 2 ways, o 32 -> 4, gate_up 112 of
+       256 -> 1, down 32 -> 4; from 1024 rows the tiles fill the SMs: never split */
+    static const int64_t sh[4][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
+    static const unsigned want16[4] = {2, 4, 1, 4};
+    for (int s = 0; w && s < 4; s++) {
+        qc_launch_dims d;
+        qc_problem p = {.struct_size = sizeof p, .sm = 90, .m = 16, .n = sh[s][0], .k = sh[s][1]};
+        w->launch_dims(&p, &d);
+        CHECK(d.grid[1] == want16[s], "m=16 n=%lld k=%lld: %u splits, planned %u", (long long)sh[s][0],
+              (long long)sh[s][1], d.grid[1], want16[s]);
+        p.m = 1024;
+        w->launch_dims(&p, &d);
+        CHECK(d.grid[1] == 1, "m=1024 n=%lld: %u splits", (long long)sh[s][0], d.grid[1]);
+    }
 }
 
 /* The references on answers known by hand. */
