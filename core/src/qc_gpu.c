@@ -26,6 +26,7 @@ typedef unsigned long long CUdeviceptr;
 #define CU_ATTR_SMEM_OPTIN 97
 #define CU_STREAM_NON_BLOCKING 1u
 #define CU_FUNC_ATTR_MAX_DYNAMIC_SMEM 8
+#define CU_FUNC_ATTR_PREFERRED_CARVEOUT 9
 /* a block gets this much dynamic shared memory without opting in */
 #define SMEM_OPTIN_FROM (16u * 1024u)
 
@@ -566,6 +567,18 @@ qc_status qc_gpu_module_load(qc_gpu *g, const qc_cubin *c, const char *entry, qc
     r->fn = f;
     r->desc = NULL;
     r->smem_optin = 0;
+    /* QC_SMEM_CARVEOUT=0..100 (A/B runs): every function's preferred shared-memory share of the L1/shared
+     * array, so that kernels of different shared-memory needs run back to back without the SM changing its
+     * split between them; unset leaves the driver's choice.  A hint: a failure is only logged. */
+    const char *cv = getenv("QC_SMEM_CARVEOUT");
+    if (cv && *cv) {
+        char *end = NULL;
+        long v = strtol(cv, &end, 10);
+        if (*end || v < 0 || v > 100)
+            qc_log(QC_LOG_WARN, "QC_SMEM_CARVEOUT='%s' is not 0..100: ignored", cv);
+        else if (g->cu.cuFuncSetAttribute(f, CU_FUNC_ATTR_PREFERRED_CARVEOUT, (int)v) != 0)
+            qc_log(QC_LOG_WARN, "%s: the shared-memory carveout hint %ld%% was refused", entry, v);
+    }
     *fn = (qc_gpu_fn)(void *)f;
 out:
     pthread_mutex_unlock(&g->mu);

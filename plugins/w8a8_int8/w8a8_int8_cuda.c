@@ -27,7 +27,7 @@
  * m64nBNk32 s8, persistent; the layout of bf16.linear_wgmma with 128 int8
  * per swizzled row, so K steps of 128), "w8a8_int8.linear_mma" (sm_80+,
  * mma.sync m16n8k32 s8, 128x128 tiles, 4-stage cp.async ring) and
- * "w8a8_int8.gemv" (m 1..8: each warp streams two rows of W once with
+ * "w8a8_int8.gemv" (m 1..16: each warp streams two rows of W once with
  * 16-byte loads and dp4a).  k tails past a multiple of the K step read as
  * zeros (TMA fill or cp.async zero fill), which adds nothing to the sums.
  */
@@ -41,7 +41,8 @@
 #define WG_BK 128
 #define MM_TILE 128
 #define MM_SMEM (4u * 2u * 128u * 64u) /* 4 stages of a 128x64 x tile and a 128x64 W tile */
-#define GV_M_MAX 8
+#define GV_M_MAX 8     /* w8a8_int8.gemv */
+#define GV_WIDE_MAX 16 /* w8a8_int8.gemv_wide from GV_M_MAX + 1 (where linear_wgmma does not run) */
 #define GV_OUT_PER_BLOCK 16 /* 8 warps x 2 outputs */
 
 static const char QUANT_SRC[] =
@@ -534,7 +535,7 @@ static const char MMA_SRC[] =
 
 static const char GEMV_SRC[] =
     QC_CUDA_GRID_DEP_SRC
-    "/* qcore w8a8_int8 decode linear (m <= 8): int8 W streamed once, dp4a into exact INT32 sums, y = acc * xs * sw */\n"
+    "/* qcore w8a8_int8 decode linear (m <= 16): int8 W streamed once, dp4a into exact INT32 sums, y = acc * xs * sw */\n"
     "#define GV_WARPS 8\n"
     "#define GV_OUT 2 /* outputs (rows of W) per warp: each x chunk serves both */\n"
     "template <int M>\n"
@@ -596,6 +597,23 @@ static const char GEMV_SRC[] =
     "    case 7: qc_gemv<7>(xq, xs, w, sw, y, n, k); break;\n"
     "    case 8: qc_gemv<8>(xq, xs, w, sw, y, n, k); break;\n"
     "    default: break; /* eligibility keeps m in 1..8 */\n"
+    "    }\n"
+    "}\n"
+    "/* m 9..16: its own entry, so that the sums of 16 rows do not set the register budget (and the occupancy) of\n"
+    "   the one-row case */\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) qc_i8_gemv_wide(const signed char *xq, const float *xs,\n"
+    "        const signed char *w, const float *sw, float *y, long long m, long long n, long long k) {\n"
+    "    qc_grid_dep();\n"
+    "    switch (m) {\n"
+    "    case 9: qc_gemv<9>(xq, xs, w, sw, y, n, k); break;\n"
+    "    case 10: qc_gemv<10>(xq, xs, w, sw, y, n, k); break;\n"
+    "    case 11: qc_gemv<11>(xq, xs, w, sw, y, n, k); break;\n"
+    "    case 12: qc_gemv<12>(xq, xs, w, sw, y, n, k); break;\n"
+    "    case 13: qc_gemv<13>(xq, xs, w, sw, y, n, k); break;\n"
+    "    case 14: qc_gemv<14>(xq, xs, w, sw, y, n, k); break;\n"
+    "    case 15: qc_gemv<15>(xq, xs, w, sw, y, n, k); break;\n"
+    "    case 16: qc_gemv<16>(xq, xs, w, sw, y, n, k); break;\n"
+    "    default: break; /* eligibility keeps m in 9..16 */\n"
     "    }\n"
     "}\n";
 
@@ -729,13 +747,16 @@ static void wgmma_plan(int64_t m, int64_t n, int *bn, int *stages, uint32_t *sme
 
 /* Split-K across blocks (grid.y; the device reads gridDim.y, so the rule lives only here), as fp8's wgmma GEMMs:
  * when the tiles leave SMs idle (m up to a few hundred), each tile's K goes to as many blocks as fit in one pass of
- * WG_SMS, at most I8_SPLIT_MAX (QC_I8_SPLIT=1..4 overrides it, for A/B runs), each at least 4 stages of 128 K.  The
- * last split of a tile to arrive adds the others' INT32 sums, exactly, so y stays bit-exact. */
+ * WG_SMS, at most I8_SPLIT_MAX (QC_I8_SPLIT=1..4 overrides it, for A/B runs), each at least I8_SPLIT_STAGES stages
+ * of 128 K: a split costs a few us (H200, M = 16, 32 tiles: 4 ways lost 3 us at k = 1024-2048, broke even at 4096
+ * and won from 8192 on; 2 ways at k = 4096 lost 3% on qkv; bench/results/2026-12-01-h200-s11/).  The last split of a tile to arrive adds
+ * the others' INT32 sums, exactly, so y stays bit-exact. */
 #define I8_SPLIT_MAX 4
+#define I8_SPLIT_STAGES 24
 static int g_i8_split_max = I8_SPLIT_MAX;
 static int i8_wgmma_splits(int64_t tiles, int64_t k) {
     if (tiles <= 0 || tiles >= WG_SMS || k <= 0) return 1;
-    int64_t s = WG_SMS / tiles, by_k = (k + WG_BK - 1) / WG_BK / 4;
+    int64_t s = WG_SMS / tiles, by_k = (k + WG_BK - 1) / WG_BK / I8_SPLIT_STAGES;
     if (s > by_k) s = by_k;
     if (s > g_i8_split_max) s = g_i8_split_max;
     return s < 1 ? 1 : (int)s;
@@ -771,6 +792,16 @@ static void mma_dims(const qc_problem *p, qc_launch_dims *d) {
     d->block[0] = 256;
     d->block[1] = d->block[2] = 1;
     d->shared_bytes = MM_SMEM;
+}
+
+static int el_gemv_wide(const qc_problem *p, qc_reason *why) {
+    if (!gemm_shape("w8a8_int8.gemv_wide", p, why)) return 0;
+    if (p->m <= GV_M_MAX || p->m > GV_WIDE_MAX) {
+        why_set(why, "m_range", "w8a8_int8.gemv_wide takes m in %d..%d, batch has m = %lld", GV_M_MAX + 1, GV_WIDE_MAX,
+                (long long)p->m);
+        return 0;
+    }
+    return 1;
 }
 
 static void gemv_dims(const qc_problem *p, qc_launch_dims *d) {
@@ -815,7 +846,8 @@ qc_status i8_cuda_register(const qc_host_api *api, qc_host *host, const i8_gpu_r
         .id = "w8a8_int8.linear_wgmma",
         .format = "w8a8_int8",
         .phases = QC_PHASE_ANY,
-        .m_min = GV_M_MAX + 1, /* below it the GEMV streams W once (not measured against each other yet) */
+        .m_min = GV_M_MAX + 1, /* up to 8 rows the GEMV; from 9 this beats gemv_wide on the H200 (c16 decode 5.40
+                                  against 6.00 ms; M = 16 down 35 against 61 us: bench/results/2026-12-01-h200-s11) */
         .m_max = (1ll << 31) - WG_BM,
         .arch = {90, 90}, /* sm_90a only: wgmma and setmaxnreg */
         .n_params = sizeof GEMM_WG_PARAMS / sizeof GEMM_WG_PARAMS[0],
@@ -832,6 +864,7 @@ qc_status i8_cuda_register(const qc_host_api *api, qc_host *host, const i8_gpu_r
     qc_status st = api->register_kernel(host, &g);
     if (st != QC_OK) return st;
     g.id = "w8a8_int8.linear_mma";
+    g.m_min = GV_WIDE_MAX + 1; /* below it gemv_wide (H200: o M = 16 22 against 42 us, test_gpu_int8) */
     g.m_max = 65535ll * MM_TILE;
     g.arch = (qc_arch_range){80, QC_SM_ANY};
     g.cuda_source = MMA_SRC;
@@ -855,6 +888,13 @@ qc_status i8_cuda_register(const qc_host_api *api, qc_host *host, const i8_gpu_r
     /* not QC_KERNEL_GRID_DEP: flagged, its batch-1 Llama-3-8B step was 1% slower than with QC_PDL=0 in the same
        call (3.009 / 2.980 ms, session 9); it still calls qc_grid_dep(), whose trigger lets the row kernel after
        it start early, and whose wait returns at once in a plain launch */
+    if ((st = api->register_kernel(host, &g)) != QC_OK) return st;
+    /* m 9..16, for GPUs without linear_wgmma (whose narrower arch range wins there on sm_90) */
+    g.id = "w8a8_int8.gemv_wide";
+    g.m_min = GV_M_MAX + 1;
+    g.m_max = GV_WIDE_MAX;
+    g.cuda_entry = "qc_i8_gemv_wide";
+    g.eligible = el_gemv_wide;
     if ((st = api->register_kernel(host, &g)) != QC_OK) return st;
     qc_kernel_desc q = {
         .struct_size = sizeof q,

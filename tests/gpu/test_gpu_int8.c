@@ -26,9 +26,9 @@
 #define HBM_GBS 4270.0
 #define INT8_PEAK_TOPS 1979.0
 
-enum { K_QUANT, K_QUANT_SMOOTH, K_WGMMA, K_MMA, K_GEMV, K_N };
+enum { K_QUANT, K_QUANT_SMOOTH, K_WGMMA, K_MMA, K_GEMV, K_GEMVW, K_N };
 static const char *const IDS[K_N] = {"w8a8_int8.quant_act", "w8a8_int8.quant_act_smooth", "w8a8_int8.linear_wgmma",
-                                      "w8a8_int8.linear_mma", "w8a8_int8.gemv"};
+                                      "w8a8_int8.linear_mma", "w8a8_int8.gemv", "w8a8_int8.gemv_wide"};
 
 typedef struct ctx {
     qc_gpu *g;
@@ -379,14 +379,14 @@ static void check_timed(ctx *c, tbufs *b, const int8_t *w, const float *sw, int6
 }
 
 /* Llama-3-8B linears: quant_act, the GEMM, and both, at M = 1024..8192 (and
- * the decode GEMV at M = 1..8 and the GEMMs at M = 16, 64 against the
+ * the decode GEMV at M = 1..16 and the GEMMs at M = 16, 64 against the
  * weight-bytes floor). */
 static void timings(ctx *c) {
     static const struct {
         const char *name;
         int64_t n, k;
     } shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
-    static const int64_t big_m[] = {1024, 2048, 4096, 8192}, small_m[] = {1, 2, 4, 8, 16, 64};
+    static const int64_t big_m[] = {1024, 2048, 4096, 8192}, small_m[] = {1, 2, 4, 8, 12, 16, 32, 64};
     const int64_t m_max = 8192, k_max = 14336, w_max = 28672 * 4096, y_max = 8192 * 28672;
     char err[512];
     tbufs b;
@@ -450,14 +450,15 @@ static void timings(ctx *c) {
                 printf("  cuBLAS int8 %.0f us -> GEMM %.2fx, with quant_act %.2fx", an, an / tg, an / (tq + tg));
             printf("\n");
         }
-        /* small M: the GEMV (m <= 8) and the GEMM, W streamed from HBM */
+        /* small M: the GEMV (m <= 16) and the GEMM, W streamed from HBM */
         b.ncopy = want;
         for (size_t mi = 0; st == QC_OK && mi < sizeof small_m / sizeof small_m[0]; mi++) {
             const int64_t m = small_m[mi];
-            const int cands[3] = {K_GEMV, K_WGMMA, K_MMA};
-            for (int ci = 0; ci < 3 && st == QC_OK; ci++) {
+            const int cands[4] = {K_GEMV, K_GEMVW, K_WGMMA, K_MMA};
+            for (int ci = 0; ci < 4 && st == QC_OK; ci++) {
                 const int gi = cands[ci];
-                if (!c->ok[gi] || (gi == K_GEMV && m > 8) || !c->ok[K_QUANT]) continue;
+                if (!c->ok[gi] || (gi == K_GEMV && m > 8) || (gi == K_GEMVW && (m < 9 || m > 16)) || !c->ok[K_QUANT])
+                    continue;
                 char shape[128];
                 snprintf(shape, sizeof shape, "%s m=%lld n=%lld k=%lld", shapes[s].name, (long long)m, (long long)n,
                          (long long)k);
@@ -594,6 +595,9 @@ int main(int argc, char **argv) {
             static const int64_t gk[] = {16, 48, 528, 4096, 1040, 14336, 4112, 96};
             for (int64_t m = 1; m <= 8; m++) run_case(&c, K_GEMV, m, m % 3 ? 272 : 48, gk[m - 1], X_NORMAL, 0);
             run_case(&c, K_GEMV, 1, 16, 16, X_NORMAL, 0);
+            static const int64_t gk2[] = {4096, 528, 1040, 14336, 48, 4112, 96, 4096};
+            for (int64_t m = 9; m <= 16; m++) run_case(&c, K_GEMVW, m, m % 3 ? 4096 : 48, gk2[m - 9], X_NORMAL, 0);
+            run_case(&c, K_GEMVW, 16, 1024, 4096, X_SPECIAL, 1);
             run_case(&c, K_GEMV, 8, 4096, 4096, X_SPECIAL, 0);
             run_case(&c, K_GEMV, 5, 1024, 2048, X_OUTLIER, 1);
             /* GEMMs: m from 1 to 8192 (tails of the 128-row tiles and TMA boxes), n tails (n % 64, n % 128),
@@ -613,17 +617,17 @@ int main(int argc, char **argv) {
                 run_case(&c, gemms[gi], 200, 512, 1024, X_OUTLIER, 1);
                 run_case(&c, gemms[gi], 1500, 1024, 4096, X_SPECIAL, 1);
             }
-            /* split-K of linear_wgmma (grid.y, test_int8_unit states the plan): Llama o and down at 16 rows (4 ways),
-               qkv at 9 rows (2 ways), uneven splits of 9 and 35 stages with a k tail, special rows split, and the
-               same problems without a workspace, which must run unsplit and give the same bits */
+            /* split-K of linear_wgmma (grid.y, test_int8_unit states the plan): Llama down at 16 rows (4 ways), qkv's
+               shape at k = 8192 (2 ways), uneven splits of 49 and 97 stages with k tails (2 and 4 ways), special rows
+               split, and the same problems without a workspace, which must run unsplit and give the same bits */
             static const struct {
                 int64_t m, n, k;
-            } sc[] = {{16, 4096, 4096}, {16, 4096, 14336}, {9, 6144, 4096}, {17, 4096, 1040}, {100, 1024, 4464}};
+            } sc[] = {{16, 4096, 14336}, {9, 6144, 8192}, {17, 4096, 6160}, {100, 1024, 12400}, {33, 256, 12288}};
             for (int nw = 0; nw < 2; nw++) {
                 c.no_work = nw;
                 for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++)
                     run_case(&c, K_WGMMA, sc[i].m, sc[i].n, sc[i].k, X_NORMAL, 0);
-                run_case(&c, K_WGMMA, 64, 512, 2048, X_SPECIAL, 1);
+                run_case(&c, K_WGMMA, 64, 512, 6144, X_SPECIAL, 1);
             }
             c.no_work = 0;
             printf("%s: correctness cases took %.1f s\n", TEST, qc_now_seconds() - t0);

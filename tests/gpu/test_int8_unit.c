@@ -17,8 +17,9 @@ static const struct {
     uint32_t n_params, n_maps;
 } KERNELS[] = {
     {"w8a8_int8.linear_wgmma", 90, 90, 9, (1ll << 31) - 128, 9, 2}, /* the GEMM's 8, then "work" */
-    {"w8a8_int8.linear_mma", 80, QC_SM_ANY, 9, 65535ll * 128, 8, 0},
+    {"w8a8_int8.linear_mma", 80, QC_SM_ANY, 17, 65535ll * 128, 8, 0},
     {"w8a8_int8.gemv", 80, QC_SM_ANY, 1, 8, 8, 0},
+    {"w8a8_int8.gemv_wide", 80, QC_SM_ANY, 9, 16, 8, 0},
     {"w8a8_int8.quant_act", 80, QC_SM_ANY, 1, 0, 5, 0},
     {"w8a8_int8.quant_act_smooth", 80, QC_SM_ANY, 1, 0, 6, 0},
 };
@@ -36,7 +37,7 @@ static void descriptors(qc_runtime *rt) {
         CHECK(k->n_params == KERNELS[i].n_params && k->n_tensor_maps == KERNELS[i].n_maps, "%s: %u params, %u maps",
               k->id, k->n_params, k->n_tensor_maps);
         CHECK(k->reference && k->cuda_source && k->launch_dims && k->eligible, "%s: a part is missing", k->id);
-        if (i < 3) /* the GEMMs: xq, xs, w.qweight, w.scales, y, m, n, k */
+        if (i < 4) /* the GEMMs: xq, xs, w.qweight, w.scales, y, m, n, k */
             CHECK(strcmp(k->params[0].name, "xq") == 0 && strcmp(k->params[1].name, "xs") == 0 &&
                       strcmp(k->params[2].name, "w.qweight") == 0 && strcmp(k->params[3].name, "w.scales") == 0 &&
                       strcmp(k->params[4].name, "y") == 0,
@@ -69,9 +70,11 @@ static void selection(qc_runtime *rt) {
         int gpu;
         const char *want;
     } cases[] = {
-        {90, 1024, 1, 1, "w8a8_int8.linear_wgmma"}, {90, 9, 2, 1, "w8a8_int8.linear_wgmma"},
+        {90, 1024, 1, 1, "w8a8_int8.linear_wgmma"}, {90, 17, 2, 1, "w8a8_int8.linear_wgmma"},
+        {90, 16, 1, 1, "w8a8_int8.linear_wgmma"},   {90, 9, 2, 1, "w8a8_int8.linear_wgmma"},
         {90, 8, 1, 1, "w8a8_int8.gemv"},            {90, 1, 2, 1, "w8a8_int8.gemv"},
-        {80, 4096, 1, 1, "w8a8_int8.linear_mma"},   {89, 16, 2, 1, "w8a8_int8.linear_mma"},
+        {80, 4096, 1, 1, "w8a8_int8.linear_mma"},   {89, 17, 2, 1, "w8a8_int8.linear_mma"},
+        {89, 16, 1, 1, "w8a8_int8.gemv_wide"},
         {89, 3, 1, 1, "w8a8_int8.gemv"},            {100, 512, 1, 1, "w8a8_int8.linear_mma"},
         {0, 512, 1, 0, "w8a8_int8.linear_ref"},     {0, 512, 2, 0, "w8a8_int8.linear_smooth_ref"},
         {75, 512, 1, 1, NULL},
@@ -115,17 +118,17 @@ static void selection(qc_runtime *rt) {
                   "wgmma dims m=%lld n=%lld: grid %u, %u B", (long long)ms[i], (long long)ns[j], d.grid[0],
                   d.shared_bytes);
             /* split-K (grid.y): only while the tiles leave SMs idle, within one pass of 132 blocks, at most 4 ways,
-               each split at least 4 stages of 128 K; the workspace holds an INT32 slot per block and warpgroup */
+               each split at least 24 stages of 128 K; the workspace holds an INT32 slot per block and warpgroup */
             CHECK(d.grid[1] >= 1 && d.grid[1] <= 4 && d.grid[2] == 1 &&
-                      (d.grid[1] == 1 || ((uint64_t)d.grid[0] * d.grid[1] <= 132 && p.k / 128 / d.grid[1] >= 4)),
+                      (d.grid[1] == 1 || ((uint64_t)d.grid[0] * d.grid[1] <= 132 && p.k / 128 / d.grid[1] >= 24)),
                   "split m=%lld n=%lld: grid %u x %u", (long long)ms[i], (long long)ns[j], d.grid[0], d.grid[1]);
             CHECK(w->workspace_bytes && w->workspace_bytes(&p) >= 2048 + (uint64_t)d.grid[0] * d.grid[1] * 2 * 128 * 128 * 4,
                   "workspace m=%lld n=%lld", (long long)ms[i], (long long)ns[j]);
         }
-    /* Llama-3-8B at 16 rows (k 4096, 14336 for down): qkv 48 tiles of 128 -> 2 ways, o 32 -> 4, gate_up 112 of
-       256 -> 1, down 32 -> 4; from 1024 rows the tiles fill the SMs: never split */
+    /* Llama-3-8B at 16 rows: qkv, o (32 stages of K) and gate_up (112 tiles of 256) whole, down (112 stages) 4 ways;
+       from 1024 rows the tiles fill the SMs: never split */
     static const int64_t sh[4][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
-    static const unsigned want16[4] = {2, 4, 1, 4};
+    static const unsigned want16[4] = {1, 1, 1, 4};
     for (int s = 0; w && s < 4; s++) {
         qc_launch_dims d;
         qc_problem p = {.struct_size = sizeof p, .sm = 90, .m = 16, .n = sh[s][0], .k = sh[s][1]};
