@@ -9,6 +9,7 @@
 #include "fp8_cuda_src.h" /* generated from cuda/ at build time: FP8_SRC_QUANT, _WGMMA, _GEMV, _GEMV_MMA, _GEMV_WG, _MMA */
 #include "fp8_internal.h"
 #include "qc_env_opts.h"
+#include "qc_split_k.h"
 
 /*
  * The W8A8 GPU contract (docs/formats/fp8.md section 8):
@@ -195,11 +196,7 @@ static void fp8_wgmma_plan(int64_t m, int64_t n, int *bn, int *stages, uint32_t 
 #define FP8_SPLIT_MAX 4
 static int g_fp8_split_max = FP8_SPLIT_MAX;
 static int fp8_wgmma_splits(int64_t tiles, int64_t k) {
-    if (tiles <= 0 || tiles >= WG_SMS || k <= 0) return 1;
-    int64_t s = WG_SMS / tiles, by_k = cdiv(k, WG_BK) / 4;
-    if (s > by_k) s = by_k;
-    if (s > g_fp8_split_max) s = g_fp8_split_max;
-    return s < 1 ? 1 : (int)s;
+    return qc_split_k_ways(tiles, k > 0 ? cdiv(k, WG_BK) : 0, WG_SMS, 4, g_fp8_split_max);
 }
 /* 512 counter words (a tile's two warpgroups), then a slot per (tile, split, warpgroup): 128 threads x 96 sums
  * (the widest tile); tiles x splits <= WG_SMS */

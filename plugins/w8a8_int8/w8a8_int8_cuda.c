@@ -6,6 +6,7 @@
 
 #include "w8a8_int8_cuda.h"
 #include "qc_env_opts.h"
+#include "qc_split_k.h"
 
 /*
  * A w8a8_int8 linear runs as two launches (docs/formats/w8a8_int8.md,
@@ -755,11 +756,7 @@ static void wgmma_plan(int64_t m, int64_t n, int *bn, int *stages, uint32_t *sme
 #define I8_SPLIT_STAGES 24
 static int g_i8_split_max = I8_SPLIT_MAX;
 static int i8_wgmma_splits(int64_t tiles, int64_t k) {
-    if (tiles <= 0 || tiles >= WG_SMS || k <= 0) return 1;
-    int64_t s = WG_SMS / tiles, by_k = (k + WG_BK - 1) / WG_BK / I8_SPLIT_STAGES;
-    if (s > by_k) s = by_k;
-    if (s > g_i8_split_max) s = g_i8_split_max;
-    return s < 1 ? 1 : (int)s;
+    return qc_split_k_ways(tiles, k > 0 ? (k + WG_BK - 1) / WG_BK : 0, WG_SMS, I8_SPLIT_STAGES, g_i8_split_max);
 }
 /* 512 counter words (a tile's two warpgroups), then an INT32 slot per (tile, split, warpgroup): 128 threads x 128
  * sums (the widest tile, 256 columns); tiles x splits <= WG_SMS */

@@ -98,6 +98,20 @@ typedef struct gt_launch {
     const qc_kernel_desc *k; /* when set, launched through qc_gpu_launch_kernel (its tensor maps); may be NULL */
 } gt_launch;
 
+/* A kernel workspace (qc_kernel_desc.workspace_bytes) of at least `need` bytes in *buf, zero-filled when made:
+ * one buffer a test reuses for every launch, grown (freed and made again) when a kernel asks for more, as the
+ * engine keeps one; the kernels put their counters back to zero, so no launch needs a memset. */
+static inline qc_status gt_workspace(qc_gpu *g, qc_gpu_buf *buf, uint64_t *bytes, uint64_t need, char *err,
+                                     size_t errlen) {
+    if (need <= *bytes) return QC_OK;
+    qc_gpu_free(g, buf);
+    *bytes = 0;
+    qc_status st = qc_gpu_alloc(g, (size_t)need, (size_t)need, QC_MEM_WORKSPACE, "work", buf, err, errlen);
+    if (st == QC_OK) st = qc_gpu_memset32(g, buf->ptr, 0, (size_t)(need + 3) / 4, err, errlen);
+    if (st == QC_OK) *bytes = need;
+    return st;
+}
+
 #define GT_FLUSH_BYTES ((size_t)256 << 20)
 /* what the timing lines say about the method */
 #define GT_TIMING_NOTE "L2 flushed (256 MiB memset) before each run"

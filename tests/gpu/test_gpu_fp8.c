@@ -102,14 +102,8 @@ static qc_status launch(ctx *c, const kern *kn, qc_named_arg *a, size_t na, int6
     qc_launch_dims d;
     kn->k->launch_dims(&p, &d);
     uint64_t need = kn->k->workspace_bytes ? kn->k->workspace_bytes(&p) : 0;
-    if (need > c->work_bytes) {
-        qc_gpu_free(c->g, &c->work);
-        c->work_bytes = 0;
-        qc_status ws = qc_gpu_alloc(c->g, (size_t)need, (size_t)need, QC_MEM_WORKSPACE, "work", &c->work, err, errlen);
-        if (ws == QC_OK) ws = qc_gpu_memset32(c->g, c->work.ptr, 0, (size_t)(need + 3) / 4, err, errlen);
-        if (ws != QC_OK) return ws;
-        c->work_bytes = need;
-    }
+    qc_status ws = gt_workspace(c->g, &c->work, &c->work_bytes, need, err, errlen);
+    if (ws != QC_OK) return ws;
     qc_named_arg aw[17];
     if (na > 16) na = 16;
     memcpy(aw, a, na * sizeof a[0]);

@@ -62,14 +62,8 @@ static qc_status launch(ctx *c, int i, const qc_named_arg *args, size_t na, int6
     qc_named_arg aw[16];
     uint64_t need = c->k[i]->workspace_bytes ? c->k[i]->workspace_bytes(&p) : 0;
     if (need && !c->no_work && na < 16) {
-        if (need > c->work_bytes) {
-            qc_gpu_free(c->g, &c->work);
-            c->work_bytes = 0;
-            qc_status ws = qc_gpu_alloc(c->g, (size_t)need, (size_t)need, QC_MEM_WORKSPACE, "work", &c->work, err, errlen);
-            if (ws == QC_OK) ws = qc_gpu_memset32(c->g, c->work.ptr, 0, (size_t)(need + 3) / 4, err, errlen);
-            if (ws != QC_OK) return ws;
-            c->work_bytes = need;
-        }
+        qc_status ws = gt_workspace(c->g, &c->work, &c->work_bytes, need, err, errlen);
+        if (ws != QC_OK) return ws;
         memcpy(aw, args, na * sizeof args[0]);
         aw[na++] = (qc_named_arg){"work", &c->work.ptr};
         args = aw;
