@@ -145,6 +145,14 @@ static const char WGMMA_SRC[] =
     "#define WG_GROUP_M 8\n"
     "#define WG_A_BYTES (WG_BM * WG_BK)\n"
     "#define WG_BOX_B_BYTES (64 * WG_BK) /* one 64-row box of W */\n"
+    "/* diagnosis only (QC_I8_WGMMA_OPTS=-DI8_SKIP_MMA=1 or -DI8_SKIP_EPI=1: y is then wrong): leave out the wgmma\n"
+    "   instructions or the stores of y, to time the rest of the kernel */\n"
+    "#ifndef I8_SKIP_MMA\n"
+    "#define I8_SKIP_MMA 0\n"
+    "#endif\n"
+    "#ifndef I8_SKIP_EPI\n"
+    "#define I8_SKIP_EPI 0\n"
+    "#endif\n"
     "/* tile width: the one whose waves of WG_SMS tiles carry the most useful\n"
     "   columns, weighted by how fast a tile of that width runs (host plan: same) */\n"
     "__device__ __forceinline__ int qc_wg_bn(long long m, long long n) {\n"
@@ -340,7 +348,7 @@ static const char WGMMA_SRC[] =
     "                qc_wg_fence();\n"
     "#pragma unroll\n"
     "                for (int kk = 0; kk < WG_BK / 32; kk++) /* 32 k = 32 B further along the swizzled rows */\n"
-    "                    qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kt > kt_b || kk > 0);\n"
+    "                    if (!I8_SKIP_MMA) qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kt > kt_b || kk > 0);\n"
     "                qc_wg_commit();\n"
     "                if (kt > kt_b) { /* the previous step's group has read its stage: hand it back */\n"
     "                    qc_wg_wait<1>();\n"
@@ -356,7 +364,7 @@ static const char WGMMA_SRC[] =
     "            /* split-K: the warpgroup's INT32 partial sums to its slot; the last split of the tile to arrive (a\n"
     "               counter per tile and warpgroup) adds the other slots (exact: any order gives the same sum),\n"
     "               stores, and puts the counter back to zero, so the next launch finds the workspace as it was */\n"
-    "            bool store = true;\n"
+    "            bool store = !I8_SKIP_EPI;\n"
     "            if (nsp > 1) {\n"
     "                __shared__ int qc_last[2];\n"
     "                constexpr long long SLOT = 128 * (BN / 2);\n"
@@ -838,6 +846,13 @@ qc_status i8_cuda_register(const qc_host_api *api, qc_host *host, const i8_gpu_r
      * of the format (qc_select_format) must find a GEMM, never quant_act,
      * which is a helper with no "y" (callers that rank kernels skip those). */
     g_i8_split_max = qc_env_int("w8a8_int8", "QC_I8_SPLIT", 1, I8_SPLIT_MAX, I8_SPLIT_MAX);
+    /* QC_I8_WGMMA_OPTS: extra -D options of linear_wgmma (A/B runs and diagnosis on the device, no rebuild); the
+       strings live in static storage for the plugin's life */
+    static char xbuf[8][QC_ENV_OPT_LEN];
+    static const char *xopts[9];
+    const int nx = qc_env_defines("w8a8_int8", "QC_I8_WGMMA_OPTS", xbuf, 8);
+    for (int i = 0; i < nx; i++) xopts[i] = xbuf[i];
+    xopts[nx] = NULL;
     qc_kernel_desc g = {
         .struct_size = sizeof g,
         .id = "w8a8_int8.linear_wgmma",
@@ -857,6 +872,7 @@ qc_status i8_cuda_register(const qc_host_api *api, qc_host *host, const i8_gpu_r
         .n_tensor_maps = sizeof WGMMA_MAPS / sizeof WGMMA_MAPS[0],
         .tensor_maps = WGMMA_MAPS,
         .workspace_bytes = wgmma_workspace,
+        .nvrtc_options = nx ? xopts : NULL,
     };
     qc_status st = api->register_kernel(host, &g);
     if (st != QC_OK) return st;
@@ -870,6 +886,7 @@ qc_status i8_cuda_register(const qc_host_api *api, qc_host *host, const i8_gpu_r
     g.params = GEMM_PARAMS;
     g.reference = refs->linear_q;
     g.workspace_bytes = NULL;
+    g.nvrtc_options = NULL;
     g.launch_dims = mma_dims;
     g.eligible = el_mma;
     g.n_tensor_maps = 0;
