@@ -58,6 +58,10 @@
 #else
 #define FP8_P FP8_PROMOTE
 #endif
+/* a consumer holds FP8_P stages before it releases any, so a ring shallower than that never refills */
+#if FP8_P > FP8_ST192 || FP8_P > FP8_ST160 || FP8_P > FP8_ST128
+#error "FP8_PROMOTE above the ring's stages (FP8_ST*) would hang: the consumers hold P stages before releasing one"
+#endif
 #ifndef FP8_SCALE_AHEAD
 #define FP8_SCALE_AHEAD 1
 #endif
@@ -315,8 +319,9 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #endif
                 if (++s == ST) { s = 0; ph ^= 1u; }
             }
-            /* the next tile's first stage (the same ring slot order as the producer's) */
-            issued = t + gridDim.x < tiles;
+            /* the next tile's first stage (the same ring slot order as the producer's); none when this block's K
+               range is empty, since the producer then fills nothing (test_fp8_wgmma_emu found the hang) */
+            issued = kt_b < kt_e && t + gridDim.x < tiles;
             if (issued) issue(s, true);
             const long long cb = tn * BN + 2 * (lane & 3);
             float *y0 = y + r0 * n, *y1 = y + r1 * n;
