@@ -398,7 +398,7 @@ static const char WGMMA_SRC[] =
     "                            for (int i = 0; i < BN / 2; i++) acc[i] += __ldcg(slots + 2 * j * SLOT + i * 128 + ti);\n"
     "                    if (ti == 0) work[2 * t + c] = 0;\n"
     "                }\n"
-    "                /* qc_last is read before the next tile's barrier writes it again: the barrier above orders it */\n"
+    "                /* every warp reads qc_last before the next tile's barriers (its start, then the split's first) let it be written again */\n"
     "            }\n"
     "            /* accumulator i of a thread: row 16 warp + lane/4 (+8 for i%4 >= 2), column 8 (i/4) + 2 (lane%4) + i%2;\n"
     "               y = ((float)acc * xs[row]) * sw[col], the reference's two f32 multiplies in its order */\n"
