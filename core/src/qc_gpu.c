@@ -163,6 +163,7 @@ struct qc_gpu {
     void *hook_ctx;
     uint64_t launches;
     cu_launch_ex_fn launch_ex; /* set: QC_KERNEL_GRID_DEP kernels launch with programmatic serialization */
+    int carveout;              /* QC_SMEM_CARVEOUT (0..100) read at open, or -1: the driver's choice */
 };
 
 /* ---- errors ---- */
@@ -278,6 +279,19 @@ qc_gpu *qc_gpu_open(int device, char *err, size_t errlen) {
         cu_fail(g, cu->cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING), err, errlen, "cuStreamCreate")) {
         cu->cuDevicePrimaryCtxRelease(g->dev);
         goto fail;
+    }
+    /* QC_SMEM_CARVEOUT=0..100 (A/B runs): every loaded function's preferred shared-memory share of the
+     * L1/shared array, so that kernels of different shared-memory needs run back to back without the SM changing
+     * its split between them; unset leaves the driver's choice */
+    g->carveout = -1;
+    const char *cv = getenv("QC_SMEM_CARVEOUT");
+    if (cv && *cv) {
+        char *end = NULL;
+        long c = strtol(cv, &end, 10);
+        if (*end || c < 0 || c > 100)
+            qc_log(QC_LOG_WARN, "QC_SMEM_CARVEOUT='%s' is not 0..100: ignored", cv);
+        else
+            g->carveout = (int)c;
     }
     pthread_mutex_init(&g->mu, NULL);
     return g;
@@ -567,18 +581,9 @@ qc_status qc_gpu_module_load(qc_gpu *g, const qc_cubin *c, const char *entry, qc
     r->fn = f;
     r->desc = NULL;
     r->smem_optin = 0;
-    /* QC_SMEM_CARVEOUT=0..100 (A/B runs): every function's preferred shared-memory share of the L1/shared
-     * array, so that kernels of different shared-memory needs run back to back without the SM changing its
-     * split between them; unset leaves the driver's choice.  A hint: a failure is only logged. */
-    const char *cv = getenv("QC_SMEM_CARVEOUT");
-    if (cv && *cv) {
-        char *end = NULL;
-        long v = strtol(cv, &end, 10);
-        if (*end || v < 0 || v > 100)
-            qc_log(QC_LOG_WARN, "QC_SMEM_CARVEOUT='%s' is not 0..100: ignored", cv);
-        else if (g->cu.cuFuncSetAttribute(f, CU_FUNC_ATTR_PREFERRED_CARVEOUT, (int)v) != 0)
-            qc_log(QC_LOG_WARN, "%s: the shared-memory carveout hint %ld%% was refused", entry, v);
-    }
+    /* the carveout of QC_SMEM_CARVEOUT (read at open); a hint: a failure is only logged */
+    if (g->carveout >= 0 && g->cu.cuFuncSetAttribute(f, CU_FUNC_ATTR_PREFERRED_CARVEOUT, g->carveout) != 0)
+        qc_log(QC_LOG_WARN, "%s: the shared-memory carveout hint %d%% was refused", entry, g->carveout);
     *fn = (qc_gpu_fn)(void *)f;
 out:
     pthread_mutex_unlock(&g->mu);

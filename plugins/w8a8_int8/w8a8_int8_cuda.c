@@ -28,7 +28,7 @@
  * m64nBNk32 s8, persistent; the layout of bf16.linear_wgmma with 128 int8
  * per swizzled row, so K steps of 128), "w8a8_int8.linear_mma" (sm_80+,
  * mma.sync m16n8k32 s8, 128x128 tiles, 4-stage cp.async ring) and
- * "w8a8_int8.gemv" (m 1..16: each warp streams two rows of W once with
+ * "w8a8_int8.gemv" / "w8a8_int8.gemv_wide" (m 1..8 / 9..16: each warp streams two rows of W once with
  * 16-byte loads and dp4a).  k tails past a multiple of the K step read as
  * zeros (TMA fill or cp.async zero fill), which adds nothing to the sums.
  */
@@ -838,16 +838,12 @@ static const qc_kernel_param QUANT_SMOOTH_PARAMS[] = {
     {"x.bf16", QC_PARAM_PTR}, {"w.smooth", QC_PARAM_PTR}, {"xq", QC_PARAM_PTR},
     {"xs", QC_PARAM_PTR},     {"m", QC_PARAM_I64},        {"k", QC_PARAM_I64},
 };
-static const qc_kernel_param GEMM_PARAMS[] = {
-    {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR},
-    {"y", QC_PARAM_PTR},  {"m", QC_PARAM_I64},  {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
-};
+#define I8_GEMM_PARAMS                                                                                    \
+    {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR},   \
+        {"y", QC_PARAM_PTR}, {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64}, {"k", QC_PARAM_I64}
+static const qc_kernel_param GEMM_PARAMS[] = {I8_GEMM_PARAMS};
 /* the wgmma GEMM: the same, then its split-K workspace (optional: without it the kernel runs unsplit) */
-static const qc_kernel_param GEMM_WG_PARAMS[] = {
-    {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR},
-    {"y", QC_PARAM_PTR},  {"m", QC_PARAM_I64},  {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
-    {"work", QC_PARAM_PTR},
-};
+static const qc_kernel_param GEMM_WG_PARAMS[] = {I8_GEMM_PARAMS, {"work", QC_PARAM_PTR}};
 /* xq in boxes of 128 rows, W in boxes of 64 rows (BN/64 per stage), both
  * 128 int8 wide: 128 bytes, the 128-byte swizzle span */
 static const qc_tensor_map_spec WGMMA_MAPS[] = {

@@ -15,8 +15,8 @@ typedef struct i8_gpu_refs {
 } i8_gpu_refs;
 
 /* Register "w8a8_int8.quant_act", "w8a8_int8.quant_act_smooth",
- * "w8a8_int8.linear_wgmma" (sm_90a), "w8a8_int8.linear_mma" (sm_80+, m >= 17)
- * and "w8a8_int8.gemv" (sm_80+, m 1..16). */
+ * "w8a8_int8.linear_wgmma" (sm_90a, m >= 9), "w8a8_int8.linear_mma" (sm_80+, m >= 17),
+ * "w8a8_int8.gemv" (sm_80+, m 1..8) and "w8a8_int8.gemv_wide" (sm_80+, m 9..16). */
 qc_status i8_cuda_register(const qc_host_api *api, qc_host *host, const i8_gpu_refs *refs);
 
 #endif
