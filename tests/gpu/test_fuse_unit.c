@@ -201,9 +201,21 @@ static void geometry(qc_runtime *rt) {
             }
             CHECK(d.grid[0] == 2048 && t % 32 == 0 && t >= 32 && t <= 1024, "%s n=%lld: %u x %lld", k->id,
                   (long long)ns[j], d.grid[0], (long long)t);
-            if (ns[j] <= QC_FUSE_N_MAX)
+            /* swiglu_quant over many rows stages a row in shared memory (2n bytes) instead of registers */
+            if (d.shared_bytes)
+                CHECK(strcmp(k->id, "core.swiglu_quant") == 0 && t == 256 && ns[j] % 4 == 0 &&
+                          d.shared_bytes >= 2 * ns[j] && d.shared_bytes <= 48 * 1024,
+                      "%s n=%lld: %lld threads, a stage of %u bytes", k->id, (long long)ns[j], (long long)t,
+                      d.shared_bytes);
+            else if (ns[j] <= QC_FUSE_N_MAX)
                 CHECK((ns[j] + 3) / 4 <= QC_FUSE_VPT * t, "%s n=%lld: %lld threads cannot hold the row", k->id,
                       (long long)ns[j], (long long)t);
+            /* a few rows (decode) keep the register kernel: a row over up to 1024 threads at once */
+            qc_problem few = p;
+            few.m = 16;
+            k->launch_dims(&few, &d);
+            CHECK(d.shared_bytes == 0 && (ns[j] > QC_FUSE_N_MAX || (ns[j] + 3) / 4 <= QC_FUSE_VPT * (int64_t)d.block[0]),
+                  "%s n=%lld m=16: %u threads, stage %u", k->id, (long long)ns[j], d.block[0], d.shared_bytes);
         }
     }
 }

@@ -393,6 +393,9 @@ int main(void) {
                 one_case(&c, op, recipe, 1, big, 0);
                 one_case(&c, op, recipe, 37, 336, 0);  /* a short last group, 3 chunks of 32 per warp slot */
                 one_case(&c, op, recipe, 5, 16384, 0); /* the largest fused row */
+                /* many rows: swiglu stages a row in shared memory (a short last group, the largest stage) */
+                one_case(&c, op, recipe, 300, 336, 0);
+                one_case(&c, op, recipe, 256, 16384, 0);
                 one_case(&c, op, recipe, 2048, big, 20);
             }
         if (c.sm >= 89) engine_on_off(&c, "fp8");

@@ -520,8 +520,10 @@ static void case_add_rmsnorm(ctx *c, int64_t rows, int64_t n, int with_h, int64_
 }
 
 static void case_qkv_rope_kv(ctx *c, int64_t m, int32_t heads, int32_t kvh, int32_t d, int32_t halves, int norms,
-                             int bias) {
-    int64_t ld = (int64_t)(heads + 2 * kvh) * d + 8; /* a row stride wider than the data */
+                             int bias, int reps) {
+    /* a row stride wider than the data; with m and heads odd not a multiple of 4 floats, so that the
+       16-byte path is refused for the scalar one (m = 45, 17) */
+    int64_t ld = (int64_t)(heads + 2 * kvh) * d + (m % 2 && heads % 2 ? 3 : 8);
     int32_t n_blocks = (int32_t)((m + 15) / 16) + 3;
     size_t cache = (size_t)n_blocks * 16 * (size_t)kvh * (size_t)d;
     float *qkv = alloc_f32((size_t)(m * ld)), *bi = alloc_f32((size_t)ld), *qn = alloc_f32((size_t)d),
@@ -562,7 +564,7 @@ static void case_qkv_rope_kv(ctx *c, int64_t m, int32_t heads, int32_t kvh, int3
     if (norms) b[nb++] = b[8], b[nb++] = b[9];
     else s[ns++] = s[8], s[ns++] = s[9];
     kcase kc = {"core.qkv_rope_kv", b, nb, s, ns,
-                {.struct_size = sizeof(qc_problem), .m = m, .n = heads + kvh, .k = d}, 1, 0, 0};
+                {.struct_size = sizeof(qc_problem), .m = m, .n = heads + kvh, .k = d}, 1, reps, 0};
     char shape[80];
     snprintf(shape, sizeof shape, "m=%lld %d/%d d=%d%s%s%s", (long long)m, heads, kvh, d, halves ? " half" : " pairs",
              norms ? " norm" : "", bias ? " bias" : "");
@@ -571,6 +573,11 @@ static void case_qkv_rope_kv(ctx *c, int64_t m, int32_t heads, int32_t kvh, int3
         compare_f32(kc.id, shape, qgot, qref, (size_t)m * heads * d, 2e-6, 1e-5);
         compare_bf16(kc.id, shape, kgot, kref, cache, 1);
         compare_bf16(kc.id, shape, vgot, vref, cache, 0);
+    }
+    if (kc.median_us > 0) {
+        /* read q, k, v (f32), write q (f32) and k, v (bf16): the floor at the copy bandwidth */
+        double bytes = (double)m * d * ((heads + 2.0 * kvh) * 4 + heads * 4.0 + 2.0 * kvh * 2);
+        printf("%s: %s %s: median %.1f us (%.0f GB/s)\n", TEST, kc.id, shape, kc.median_us, bytes / kc.median_us * 1e-3);
     }
     free(qkv), free(bi), free(qn), free(kn), free(inv), free(slots), free(pos), free(qref), free(qgot);
     free(kref), free(kgot), free(vref), free(vgot);
@@ -652,10 +659,18 @@ int main(void) {
         case_add_rmsnorm(&c, 37, 576, 1, 37);
         case_add_rmsnorm(&c, 300, 4096, 1, 64);
         case_add_rmsnorm(&c, 5, 100, 1, 5);
-        case_qkv_rope_kv(&c, 1, 32, 8, 128, 1, 0, 0);
-        case_qkv_rope_kv(&c, 45, 9, 3, 64, 0, 0, 1);
-        case_qkv_rope_kv(&c, 70, 16, 8, 128, 1, 1, 0);
-        case_qkv_rope_kv(&c, 33, 14, 2, 64, 1, 1, 1);
+        case_qkv_rope_kv(&c, 1, 32, 8, 128, 1, 0, 0, 0);
+        case_qkv_rope_kv(&c, 45, 9, 3, 64, 0, 0, 1, 0);
+        case_qkv_rope_kv(&c, 70, 16, 8, 128, 1, 1, 0, 0);
+        case_qkv_rope_kv(&c, 33, 14, 2, 64, 1, 1, 1, 0);
+        /* head sizes of the other mappings: d / 8 = 32 threads a head, d / 8 not a power of two, d % 8 != 0 */
+        case_qkv_rope_kv(&c, 19, 6, 2, 256, 0, 1, 1, 0);
+        case_qkv_rope_kv(&c, 21, 5, 1, 96, 1, 1, 1, 0);
+        case_qkv_rope_kv(&c, 9, 4, 2, 68, 0, 0, 1, 0);
+        case_qkv_rope_kv(&c, 17, 7, 7, 16, 0, 1, 0, 0);
+        /* a Llama-3-8B prefill (2048 tokens, 32 / 8 heads of 128) and a batch-1 step, timed */
+        case_qkv_rope_kv(&c, 2048, 32, 8, 128, 1, 0, 0, 20);
+        case_qkv_rope_kv(&c, 1, 32, 8, 128, 1, 0, 0, 20);
         case_swiglu_ld(&c, 1, 14336);
         case_swiglu_ld(&c, 37, 1536);
         case_cast_fill(&c, 100002); /* even: the guard words after a u16 output stay aligned */
