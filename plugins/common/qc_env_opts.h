@@ -31,6 +31,18 @@ static inline int qc_env_defines(const char *plugin, const char *var, char (*buf
     return n;
 }
 
+/* A kernel's NVRTC option list: `first` (when not NULL: the kernel's own option), then the n options of buf (as
+ * qc_env_defines filled it), then NULL, written to list[0..n + 2).  list and buf are the caller's and must live as
+ * long as the kernel descriptor that points at them (static storage).  Returns list. */
+static inline const char *const *qc_env_option_list(const char *first, char (*buf)[QC_ENV_OPT_LEN], int n,
+                                                    const char **list) {
+    int j = 0;
+    if (first) list[j++] = first;
+    for (int i = 0; i < n; i++) list[j++] = buf[i];
+    list[j] = NULL;
+    return list;
+}
+
 /* An integer switch for A/B runs: the value of `var` when it is an integer in [lo, hi], else `dflt` (unset: quietly;
  * anything else: with a warning on stderr that names `plugin` and `var`).  Call from registration. */
 static inline int qc_env_int(const char *plugin, const char *var, int lo, int hi, int dflt) {

@@ -499,10 +499,7 @@ static const char *const *with_extra_opts(int family, const char *const *opts) {
     int mode = 0;
     while (mode < 2 && opts != OPT_MODE[mode]) mode++;
     if (g_xn[family] == 0 || opts != OPT_MODE[mode]) return opts;
-    g_xopts[family][mode][0] = opts[0];
-    for (int i = 0; i < g_xn[family]; i++) g_xopts[family][mode][1 + i] = g_xbuf[family][i];
-    g_xopts[family][mode][1 + g_xn[family]] = NULL;
-    return g_xopts[family][mode];
+    return qc_env_option_list(opts[0], g_xbuf[family], g_xn[family], g_xopts[family][mode]);
 }
 
 qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {

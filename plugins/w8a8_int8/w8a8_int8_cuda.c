@@ -861,8 +861,7 @@ qc_status i8_cuda_register(const qc_host_api *api, qc_host *host, const i8_gpu_r
     static char xbuf[8][QC_ENV_OPT_LEN];
     static const char *xopts[9];
     const int nx = qc_env_defines("w8a8_int8", "QC_I8_WGMMA_OPTS", xbuf, 8);
-    for (int i = 0; i < nx; i++) xopts[i] = xbuf[i];
-    xopts[nx] = NULL;
+    qc_env_option_list(NULL, xbuf, nx, xopts);
     qc_kernel_desc g = {
         .struct_size = sizeof g,
         .id = "w8a8_int8.linear_wgmma",
