@@ -1,9 +1,10 @@
 # test_fp8_wgmma_emu.py - plugins/fp8/cuda/wgmma.cu (the fp8 W8A8 wgmma GEMM) replayed on the CPU, no GPU needed.
 # A line-by-line transcription of the kernel's index and synchronization logic and of its host side (fp8_wgmma_plan,
 # fp8_wgmma_splits, wgmma_dims, FP8_WORK_BYTES in plugins/fp8/fp8_kernels.c, qc_split_k_ways in qc_split_k.h); keep
-# it in step with the kernel.  Each block's producer thread and its two consumer warpgroups are separate actors over
-# the same tile sequence, run by a scheduler that picks any runnable actor (eager, lazy-copy, starved-consumer and
-# random interleavings per case; every TMA box lands as its own event), over mbarriers modelled as PTX defines them
+# it in step with the kernel (what it shares with the int8 kernel's replay: in wgmma_replay.py).  Each block's
+# producer thread and its two consumer warpgroups are separate actors over the same tile sequence, run by a scheduler
+# that picks any runnable actor (eager, lazy-copy, starved-consumer and random interleavings per case; every TMA box
+# lands as its own event), over mbarriers modelled as PTX defines them
 # (arrival count, tx count, phase parity: a wait passes once the phase of that parity completed, so a fresh barrier
 # passes parity 1 at once).  Transcribed: the ring's slot and phase walk, expect_tx bytes and the boxes past n that
 # are not loaded, the descriptors (decoded back into the stage rows and k32 slice they address), `issued` (the next
@@ -19,19 +20,22 @@
 # before it holds its data, an output written twice, never or past y, a workspace counter left non-zero, y differing
 # between interleavings, or y away from a float64 reference.  Deliberate bugs are injected at the end to show that
 # the checks fire.  Exit 77 (skip) without numpy.
-import os, random, sys, time
+import os, sys, time
 try:
     import numpy as np
 except ImportError:
     print("test_fp8_wgmma_emu: skip: numpy is not installed")
     sys.exit(77)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # wgmma_replay.py, whatever the working directory
+import wgmma_replay as rp
+from wgmma_replay import (WG_SMS, WG_BM, WG_BK, WG_GROUP_M, Actor, Fault, MBar, TmaBox, cdiv, qc_desc,
+                          qc_split_k_ways, qc_wg_tile, tile_walk)
 
 T0 = time.time()
 f32, f64 = np.float32, np.float64
 VERBOSE = bool(os.environ.get("QC_FP8_WGMMA_EMU_VERBOSE"))
 
-# ---- constants of wgmma.cu / fp8_kernels.c ------------------------------------------------------------------------
-WG_SMS, WG_BM, WG_BK, WG_GROUP_M = 132, 128, 128, 8
+# ---- constants of wgmma.cu / fp8_kernels.c (WG_SMS, WG_BM, WG_BK, WG_GROUP_M: wgmma_replay's) ---------------------
 WG_A_BYTES = WG_BM * WG_BK
 WG_BOX_ROWS = 32
 WG_BOX_B_BYTES = WG_BOX_ROWS * WG_BK
@@ -49,43 +53,9 @@ COV = set()  # which paths of the kernel the cases took (checked against the lis
 TOL = 1e-5  # see check(): the model's own f32 roundings, not the tensor cores' (test_gpu_fp8.c's 2e-3 covers those)
 
 
-class Fault(Exception):
-    pass
-
-
-class Deadlock(Exception):
-    pass
-
-
-def cdiv(a, b):
-    return (a + b - 1) // b
-
-
 # ---- host side: fp8_kernels.c and qc_split_k.h --------------------------------------------------------------------
-def fp8_wgmma_plan(m, n):
-    bns, eff, sts = (192, 160, 128), (100, 96, 90), (5, 6, 6)
-    tm = cdiv(m, WG_BM) if m > 0 else 0
-    best, pick = -1, 0
-    for i in range(3):
-        tn = cdiv(n, bns[i]) if n > 0 else 0
-        waves = cdiv(tm * tn, WG_SMS)
-        score = tm * n * eff[i] // (waves * bns[i]) if waves > 0 else 0
-        if score > best:
-            best, pick = score, i
-    smem = sts[pick] * (WG_BM * WG_BK + bns[pick] * WG_BK) + 1024
-    tiles = tm * cdiv(n, bns[pick]) if n > 0 else 0
-    return bns[pick], sts[pick], smem, tiles
-
-
-def qc_split_k_ways(tiles, stages, sms, min_stages, max_ways):
-    if tiles <= 0 or tiles >= sms or stages <= 0 or min_stages <= 0:
-        return 1
-    s, by_k = sms // tiles, stages // min_stages
-    if s > by_k:
-        s = by_k
-    if s > max_ways:
-        s = max_ways
-    return 1 if s < 1 else s
+def fp8_wgmma_plan(m, n):  # its tables: bns, eff, sts
+    return rp.wg_plan(m, n, (192, 160, 128), (100, 96, 90), (5, 6, 6))
 
 
 def fp8_wgmma_splits(tiles, k):
@@ -99,27 +69,8 @@ def wgmma_dims(m, n, k):
 
 
 # ---- device helpers: wgmma.cu ---------------------------------------------------------------------------------------
-def qc_wg_bn(m, n):
-    bns, eff = (192, 160, 128), (100, 96, 90)
-    tm, best, pick = (m + WG_BM - 1) // WG_BM, -1, 192
-    for i in range(3):
-        tn = (n + bns[i] - 1) // bns[i]
-        waves = (tm * tn + WG_SMS - 1) // WG_SMS
-        score = tm * n * eff[i] // (waves * bns[i])
-        if score > best:
-            best, pick = score, bns[i]
-    return pick
-
-
-def qc_wg_tile(t, tiles_m, tiles_n):
-    per_group = WG_GROUP_M * tiles_n
-    first_m, in_g = t // per_group * WG_GROUP_M, t % per_group
-    gsz = tiles_m - first_m if tiles_m - first_m < WG_GROUP_M else WG_GROUP_M
-    return first_m + in_g % gsz, in_g // gsz
-
-
-def qc_desc(addr):
-    return ((addr & 0x3FFFF) >> 4) | (1 << 16) | ((1024 >> 4) << 32) | (1 << 62)
+def qc_wg_bn(m, n):  # its tables: bns, eff
+    return rp.qc_wg_bn(m, n, (192, 160, 128), (100, 96, 90))
 
 
 def qc_desc_lo(addr):
@@ -203,67 +154,14 @@ class Data:
         return b
 
 
-# ---- mbarriers ----------------------------------------------------------------------------------------------------------
-class Bar:
-    __slots__ = ('name', 'count', 'pending', 'tx', 'phase', 'waiters', 'ready')
-
-    def __init__(self, name, count, ready):  # qc_mbar_init
-        self.name, self.count, self.pending, self.tx, self.phase = name, count, count, 0, 0
-        self.waiters, self.ready = [], ready  # actors spinning on try_wait; the scheduler's runnable list
-
-    def _complete(self):
-        if self.pending == 0 and self.tx == 0:
-            self.phase += 1
-            self.pending = self.count
-            if self.waiters:
-                still = []
-                for a in self.waiters:
-                    (self.ready.append if self.passed(a.parity) else still.append)(a)
-                self.waiters = still
-
-    def arrive(self):  # qc_mbar_arrive
-        self.pending -= 1
-        self._complete()
-
-    def arrive_expect_tx(self, nbytes):  # qc_mbar_expect_tx: mbarrier.arrive.expect_tx
-        self.tx += nbytes
-        self.pending -= 1
-        self._complete()
-
-    def complete_tx(self, nbytes):  # a TMA's complete_tx::bytes
-        self.tx -= nbytes
-        self._complete()
-
-    def passed(self, parity):  # mbarrier.try_wait.parity: the phase with this parity has completed
-        return (self.phase & 1) != parity
-
-    def at_rest(self):
-        return self.pending == self.count and self.tx == 0
-
-
-class Copy:
-    """One TMA box in flight: lands (stage bytes, then complete_tx on its barrier) when the scheduler says."""
-    __slots__ = ('blk', 'st', 'slot', 'tag', 'bar', 'nbytes')
-
-    def __init__(self, blk, st, slot, tag, bar, nbytes):
-        self.blk, self.st, self.slot, self.tag, self.bar, self.nbytes = blk, st, slot, tag, bar, nbytes
-
-    def land(self):
-        if self.slot < 0:
-            self.blk.sa[self.st] = self.tag
-        else:
-            self.blk.sb[self.st][self.slot] = self.tag
-        self.bar.complete_tx(self.nbytes)
-
-
 class Block:
     def __init__(self, L, bx, by):
         self.L, self.bx, self.by = L, bx, by
         self.name = "block (%d,%d)" % (bx, by)
         # qc_fp8_gemm's prologue (tid 0, then __syncthreads)
         self.base = (DYN0 + 1023) & ~1023
-        self.full = [Bar("full[%d]" % s, 1, L.ready) for s in range(L.ST)]
-        self.empty = [Bar("empty[%d]" % s, 4 if 'empty4' in L.mut else 8, L.ready) for s in range(L.ST)]
+        self.full = [MBar("full[%d]" % s, 1, L.ready) for s in range(L.ST)]
+        self.empty = [MBar("empty[%d]" % s, 4 if 'empty4' in L.mut else 8, L.ready) for s in range(L.ST)]
         self.sa = [None] * L.ST  # the x box a stage holds: ('x', c0, c1), None = never written
         self.sb = [[None] * (L.BN // WG_BOX_ROWS) for _ in range(L.ST)]  # its w boxes
         self.sws = [np.full(WG_SW, np.nan, f32) for _ in range(4)]  # stale shared memory
@@ -281,7 +179,7 @@ class Block:
 
 
 # ---- the kernel -----------------------------------------------------------------------------------------------------------
-class Launch:
+class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
     def __init__(self, D, grid_x, grid_y, ST=None, P=1, ahead=1, mut=frozenset()):
         self.D, self.mode, self.m, self.n, self.k = D, D.mode, D.m, D.n, D.k
         self.grid_x, self.grid_y, self.mut = grid_x, grid_y, mut
@@ -304,27 +202,11 @@ class Launch:
         self.smem_bytes = fp8_wgmma_plan(self.m, self.n)[2]
         self.stage_cache = {}
 
-    def err(self, msg):
-        if len(self.errors) < 20:
-            self.errors.append(msg)
-
     # -- memory --
-    def rd(self, arr, idx, name):
-        idx = np.asarray(idx)
-        if idx.size and (idx.min() < 0 or idx.max() >= arr.size):
-            raise Fault("read %s[%d] outside its %d elements" % (name, int(idx.max() if idx.max() >= arr.size else idx.min()), arr.size))
-        return arr[idx]
-
     def store(self, idx, val, mask):
         if val.dtype != f32:
             raise Fault("a float2 store of %s values (the emulator lost f32 somewhere)" % val.dtype)
-        idx, val = idx[mask], val[mask]
-        if idx.size == 0:
-            return
-        if idx.min() < 0 or idx.max() >= self.y.size:
-            raise Fault("store to y[%d], past the %d outputs" % (int(idx.max()), self.y.size))
-        np.add.at(self.writes, idx, 1)
-        self.y[idx] = val
+        super().store(idx, val, mask)
 
     def work_idx(self, idx, what):
         if idx.min() < 512 or idx.max() >= self.wk.size:
@@ -355,7 +237,7 @@ class Launch:
             slot, nbytes = b, WG_BOX_ROWS * WG_BK
         if dst + nbytes > DYN0 + self.smem_bytes:
             raise Fault("%s TMA past the %d bytes of dynamic shared memory the host sizes" % (B.name, self.smem_bytes))
-        self.copies.append(Copy(B, st, slot, (which, c0, c1), B.full[bar], nbytes))
+        self.copies.append(TmaBox(B, st, slot, (which, c0, c1), B.full[bar], nbytes))
 
     def stage_rows(self, B, st):
         """The stage as (128 + BN) rows of 128 K: the x box, then the BN/32 w boxes (NaN where never written)."""
@@ -421,7 +303,7 @@ class Launch:
             R['acc'], R['async'] = R['async'][LAYOUT[self.BN]], None
 
     def wait(self, B, bar, parity, who):
-        yield (bar, parity, "%s %s waits %s parity %d" % (B.name, who, bar.name, parity))
+        yield ('m', bar, parity)
         if not bar.passed(parity):
             raise Fault("resumed before its barrier passed")
 
@@ -429,9 +311,7 @@ class Launch:
     def producer(self, B):
         BN, ST, mut = self.BN, self.ST, self.mut
         s, ph = 0, 0
-        t = B.bx
-        while t < self.tiles:
-            tm, tn = qc_wg_tile(t, self.tiles_m, self.tiles_n)
+        for t, tm, tn in tile_walk(B.bx, self.grid_x, self.tiles_m, self.tiles_n):
             row0, col0 = tm * WG_BM, tn * BN
             left = self.n - col0
             nb = BN // WG_BOX_ROWS if left >= BN else (left + (0 if 'nb' in mut else WG_BOX_ROWS - 1)) // WG_BOX_ROWS
@@ -452,7 +332,6 @@ class Launch:
                     s, ph = 0, ph ^ 1
                     COV.add("ring wrap ST %d" % ST)
                 yield None
-            t += self.grid_x
 
     # -- warpgroups 1 and 2 --
     def consumer(self, B, c):
@@ -489,9 +368,7 @@ class Launch:
 
         issued = False
         tot = np.zeros((128, NI), f32)
-        t = B.bx
-        while t < self.tiles:
-            tm, tn = qc_wg_tile(t, self.tiles_m, self.tiles_n)
+        for t, tm, tn in tile_walk(B.bx, self.grid_x, self.tiles_m, self.tiles_n):
             if mode == 0:  # the tile's column scales by cp.async, waited for in the epilogue
                 swi = c * 2 + parity
                 ci = TI
@@ -617,48 +494,18 @@ class Launch:
             self.store(y1[:, None] + cn, v10, ok & (r1c < m))
             self.store(y1[:, None] + cn + 1, v11, ok & (r1c < m))
             tot = np.zeros((128, NI), f32)
-            t += self.grid_x
             parity ^= 1
         if R['async'] is not None or R['reads']:
             self.err("%s exits with a wgmma group in flight" % who)
 
 
 # ---- the scheduler ----------------------------------------------------------------------------------------------------------
-class Actor:
-    """A thread (or a warpgroup in lockstep) as a generator: it yields None at a point where others may run, or
-    (barrier, parity, text) before an mbarrier wait, and is resumed only while that wait passes."""
-    __slots__ = ('name', 'gen', 'bar', 'parity', 'what', 'done', 'role')
-
-    def __init__(self, name, gen, role):
-        self.name, self.gen, self.bar, self.parity, self.what, self.done, self.role = name, gen, None, 0, "", False, role
-
-    def step(self, ready):
-        if self.bar is not None and not self.bar.passed(self.parity):  # the phase went by again: spin on
-            ready.remove(self)
-            self.bar.waiters.append(self)
-            return
-        try:
-            r = next(self.gen)
-        except StopIteration:
-            self.done = True
-            ready.remove(self)
-            return
-        self.bar = None
-        if r is not None:
-            self.bar, self.parity, self.what = r
-            if not self.bar.passed(self.parity):
-                ready.remove(self)
-                self.bar.waiters.append(self)
-
-
 POLICIES = ("eager", "lazy", "starve", "random")
 
 
 def simulate(L, policy, seed):
-    """Runs every block's actors and the copies in flight, one step of one of them at a time, as `policy` picks:
-    eager (copies land at once, actors round robin), lazy (copies land only when no actor can run), starve (one
-    consumer warpgroup of every block runs only when nothing else can), random."""
-    rnd = random.Random(seed)
+    """Runs every block's actors (its producer thread and its two consumer warpgroups, each in lockstep) and the
+    copies in flight under wgmma_replay's scheduler; `starve` holds back one consumer warpgroup of every block."""
     actors, ready = [], L.ready
     if L.m <= 0 or L.n <= 0:
         return
@@ -672,55 +519,16 @@ def simulate(L, policy, seed):
             actors.append(Actor(B.name + " consumer 0", L.consumer(B, 0), 'c0'))
             actors.append(Actor(B.name + " consumer 1", L.consumer(B, 1), 'c1'))
     ready.extend(actors)
-    rot, steps = 0, 0
     starved = 'c1' if seed & 1 else 'c0'
-    while ready or L.copies:
-        ncp = len(L.copies)
-        steps += 1
-        if steps > 5000000:
-            raise Fault("no progress after %d steps" % steps)
-        if policy == "eager":
-            if ncp:
-                L.copies.pop(0).land()
-                continue
-            rot = rot + 1 if rot + 1 < len(ready) else 0
-            pick = ready[rot]
-        elif policy == "lazy":
-            if not ready:
-                L.copies.pop(rnd.randrange(ncp)).land()
-                continue
-            pick = rnd.choice(ready)
-        else:
-            pool = ready
-            if policy == "starve":
-                pool = [a for a in ready if a.role != starved]
-                if not pool and not ncp:
-                    pool = ready
-            i = rnd.randrange(len(pool) + ncp)
-            if i >= len(pool):
-                L.copies.pop(i - len(pool)).land()
-                continue
-            pick = pool[i]
-        pick.step(ready)
-    live = [a for a in actors if not a.done]
-    if live:
-        raise Deadlock("%d actors blocked, none runnable: %s%s" % (
-            len(live), "; ".join("%s (phase %d, %d arrivals and %d bytes pending)" %
-                                 (a.what, a.bar.phase, a.bar.pending, a.bar.tx) for a in live[:3]),
-            " ..." if len(live) > 3 else ""))
+    rp.run_actors(actors, ready, [L.copies], policy, seed, 5000000, held=lambda a: a.role == starved,
+                  blocked=lambda a: "%s (phase %d, %d arrivals and %d bytes pending)" %
+                  (a.what, a.bar.phase, a.bar.pending, a.bar.tx))
 
 
 def check(L):
     """Every output written once, y near the reference, the workspace counters back at zero, the ring at rest."""
-    D, errs = L.D, list(L.errors)
-    wc = L.writes
-    if (wc == 0).any():
-        i = int(np.argmax(wc == 0))
-        errs.append("%d outputs never written (first y[%d,%d])" % (int((wc == 0).sum()), i // L.n, i % L.n))
-    if (wc > 1).any():
-        i = int(np.argmax(wc > 1))
-        errs.append("%d outputs written more than once (first y[%d,%d], %d times)" %
-                    (int((wc > 1).sum()), i // L.n, i % L.n, int(wc[i])))
+    D = L.D
+    errs = list(L.errors) + rp.write_errors(L.writes, L.n, times=True)
     # Tolerance: the model's sums are exact per k32 step and its roundings are f32 (each step's result, each
     # promotion, the slots' sum, the scale products): |y - ref| <= (5 kt_n + 4) 2^-24 S ~ 5e-6 S at kt_n = 16.  A lost,
     # repeated or misplaced stage or column is off by ~S / sqrt(k) (test_gpu_fp8.c's note), far above 1e-5 S.
@@ -749,42 +557,27 @@ def run_case(mode, m, n, k, grid_x=None, grid_y=None, ST=None, P=1, ahead=1, mut
     hx, hy, _ = wgmma_dims(m, n, k)
     gx, gy = grid_x or hx, grid_y or hy
     D = D or Data(mode, m, n, k, seed)
-    errs, worst, y0 = [], 0.0, None
-    desc = ""
-    for pi, pol in enumerate(policies):
-        L = Launch(D, gx, gy, ST, P, ahead, mut)
-        desc = "%-7s m=%4d n=%4d k=%4d BN %d ST %d P %d%s grid %dx%d" % (
-            ["channel", "tensor", "block"][mode], m, n, k, L.BN, L.ST, L.P, "" if ahead else " ahead 0", gx, gy)
-        try:
-            simulate(L, pol, seed * 7919 + pi)
-        except Deadlock as e:
-            errs.append("%s: DEADLOCK: %s" % (pol, e))
-            continue
-        except Fault as e:
-            errs.append("%s: %s" % (pol, e))
-            continue
+    worst, last = 0.0, None
+
+    def launch():
+        nonlocal last
+        last = Launch(D, gx, gy, ST, P, ahead, mut)
+        return last
+
+    def checked(L):  # check's errors, keeping the worst |d|/S
+        nonlocal worst
         e, w = check(L)
-        errs += ["%s: %s" % (pol, x) for x in e]
         worst = max(worst, w)
-        if y0 is None:
-            y0 = L.y.copy()
-        elif not e and not np.array_equal(y0.view(np.uint32), L.y.view(np.uint32)):
-            errs.append("%s: y differs bitwise from the %s interleaving's (the split sum's order moved?)" % (pol, policies[0]))
+        return e
+    errs = rp.replay(policies, seed, launch, simulate, checked, " (the split sum's order moved?)")
+    desc = "%-7s m=%4d n=%4d k=%4d BN %d ST %d P %d%s grid %dx%d" % (
+        ["channel", "tensor", "block"][mode], m, n, k, last.BN, last.ST, last.P, "" if ahead else " ahead 0", gx, gy)
     return errs, desc, worst
 
 
 # ---- host rules -------------------------------------------------------------------------------------------------------------------------
-passed = failed = 0
-
-
-def report(ok, line):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-    if VERBOSE or not ok:
-        print("test_fp8_wgmma_emu: %s %s" % ("ok  " if ok else "FAIL", line))
+T = rp.Tally("test_fp8_wgmma_emu", VERBOSE)
+report = T.report
 
 
 def host_checks():
@@ -818,12 +611,7 @@ def host_checks():
     report(not probs, "wgmma_dims: shared memory fits, splits only on one tile a block with non-empty K ranges, "
            "workspace holds the slots: %s" % (probs[:3] or "m x n x k sweep"))
     # qc_wg_tile is a bijection onto the tile grid
-    probs = []
-    for tiles_m in range(1, 21):
-        for tiles_n in range(1, 13):
-            got = sorted(qc_wg_tile(t, tiles_m, tiles_n) for t in range(tiles_m * tiles_n))
-            if got != [(a, b) for a in range(tiles_m) for b in range(tiles_n)]:
-                probs.append("%d x %d" % (tiles_m, tiles_n))
+    probs = rp.tile_walk_gaps(20, 12)
     report(not probs, "qc_wg_tile covers each tile once: %s" % (probs[:3] or "1..20 x 1..12 tiles"))
     # FP8_DESC_OLD's descriptors = the default build's (+2 per k32 step, no carry out of the address field)
     probs = []
@@ -844,18 +632,18 @@ def host_checks():
 
 
 def group(name, cases):
-    t0, ok0, worst = time.time(), passed, 0.0
+    t0, ok0, worst = time.time(), T.passed, 0.0
     for c in cases:
         kw = dict(c[4]) if len(c) > 4 else {}
-        errs, desc, w = run_case(*c[:4], seed=len(name) * 1000 + passed + failed, **kw)
+        errs, desc, w = run_case(*c[:4], seed=len(name) * 1000 + T.passed + T.failed, **kw)
         worst = max(worst, w)
         report(not errs, "%s: %s" % (desc, "; ".join(errs[:3]) if errs else "worst |d|/S %.2g" % w))
     print("test_fp8_wgmma_emu: %-34s %2d of %2d cases pass x %d interleavings, worst |d|/S %.2g (%.1f s)" %
-          (name, passed - ok0, len(cases), len(POLICIES), worst, time.time() - t0))
+          (name, T.passed - ok0, len(cases), len(POLICIES), worst, time.time() - t0))
 
 
 host_checks()
-print("test_fp8_wgmma_emu: host rules: %d checks, %d failed" % (passed + failed, failed))
+print("test_fp8_wgmma_emu: host rules: %d checks, %d failed" % (T.passed + T.failed, T.failed))
 
 # (mode, m, n, k[, options]): grid and split from wgmma_dims unless grid_x / grid_y are given
 # One wave of tiles (up to 132) always takes BN 128 (qc_wg_bn scores useful columns per wave time); 160 and 192 come
@@ -950,17 +738,12 @@ MUTATIONS = [
 ]
 MUT_CASES = [(2, 300, 400, 400, dict(grid_x=2, grid_y=2)), (0, 129, 352, 1040, dict(grid_y=2)),
              (1, 17, 400, 1040, dict(grid_y=4)), (0, 129, 400, 1040, dict(P=2, ST=3))]
-for name, what in MUTATIONS:
-    how = None
-    for c in MUT_CASES:
-        errs, desc, _ = run_case(*c[:4], mut=frozenset([name]), seed=17, **c[4])
-        if errs:
-            how = "%s: %s" % (desc.split(" grid")[0].split()[0] + " m=%d n=%d k=%d" % c[1:4], errs[0])
-            break
-    print("test_fp8_wgmma_emu: mutation %-12s %s -- %s" % (name, "detected" if how else "NOT DETECTED", what))
-    if how:
-        print("    " + (how if len(how) < 230 else how[:227] + "..."))
-    report(how is not None, "mutation %s" % name)
 
-print("test_fp8_wgmma_emu: %d passed, %d failed (%.1f s)" % (passed, failed, time.time() - T0))
-sys.exit(1 if failed else 0)
+
+def caught(c, name):  # the first error of the mutated case, after its mode and shape
+    errs, desc, _ = run_case(*c[:4], mut=frozenset([name]), seed=17, **c[4])
+    return "%s: %s" % (desc.split(" grid")[0].split()[0] + " m=%d n=%d k=%d" % c[1:4], errs[0]) if errs else None
+
+
+T.hunt(MUTATIONS, MUT_CASES, caught)
+T.finish(" (%.1f s)" % (time.time() - T0))

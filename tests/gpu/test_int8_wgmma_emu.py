@@ -2,9 +2,10 @@
 # INT8 GEMM) replayed on the CPU, no GPU needed.
 # The behavioural model below is a HAND TRANSCRIPTION of the kernel's index and synchronization logic and of its
 # host side (wgmma_plan, i8_wgmma_splits, wgmma_dims, I8_WORK_BYTES in w8a8_int8_cuda.c, qc_split_k_ways in
-# plugins/common/qc_split_k.h): keep it in step with the kernel.  Only the source-text checks read WGMMA_SRC itself
-# (the C string literal is parsed out of the C file at run time): anchors that the transcribed lines are still there,
-# the tile-width table and the template switch, and that no load of xs or sw sits inside the store loop.
+# plugins/common/qc_split_k.h): keep it in step with the kernel (what it shares with the fp8 kernel's replay: in
+# wgmma_replay.py).  Only the source-text checks read WGMMA_SRC itself (the C string literal is parsed out of the C
+# file at run time): anchors that the transcribed lines are still there, the tile-width table and the template
+# switch, and that no load of xs or sw sits inside the store loop.
 #
 # Actors: per block the producer thread and, per consumer warpgroup, its 4 warps as separate actors (mbarrier waits,
 # wgmma groups and the named barrier `bar.sync 1+c, 128` are per warp; a warp's wgmma covers its own 16 rows of the
@@ -21,22 +22,24 @@
 # y = f32(f32(f32(acc) * xs[r]) * sw[c]) with acc the exact int64 dot product.  Not modelled: memory ordering
 # (fences), the swizzle's byte placement, tensor-map encoding, I8_SKIP_MMA / I8_SKIP_EPI (defaults 0 only).
 # Mutations (deliberate bugs) at the end must each be detected.  Exit 77 (skip) without numpy.
-import os, random, re, sys, time
+import os, re, sys, time
 try:
     import numpy as np
 except ImportError:
     print("test_int8_wgmma_emu: skip: numpy is not installed")
     sys.exit(77)
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # wgmma_replay.py, whatever the working directory
+import wgmma_replay as rp
+from wgmma_replay import WG_SMS, WG_BM, WG_BK, Actor, Fault, MBar, TmaBox, cdiv, qc_desc, qc_split_k_ways, tile_walk
 
 T0 = time.time()
 np.seterr(all='ignore')
 f32 = np.float32
 VERBOSE = bool(os.environ.get("QC_INT8_WGMMA_EMU_VERBOSE"))
-HERE = os.path.dirname(os.path.abspath(__file__))
 SRC_C = os.path.join(HERE, "../../plugins/w8a8_int8/w8a8_int8_cuda.c")
 
-# ---- constants of w8a8_int8_cuda.c ----------------------------------------------------------------------------------
-WG_SMS, WG_BM, WG_BK, WG_GROUP_M = 132, 128, 128, 8
+# ---- constants of w8a8_int8_cuda.c (WG_SMS, WG_BM, WG_BK, WG_GROUP_M: wgmma_replay's) ------------------------------
 WG_A_BYTES = WG_BM * WG_BK
 W_BOX_ROWS = 64
 WG_BOX_B_BYTES = W_BOX_ROWS * WG_BK
@@ -48,18 +51,6 @@ SMEM_STATIC = 2 * 6 * 8 + 2 * 256 * 4 + 2 * 4   # bars[12], sws[512], qc_last[2]
 DYN0 = 0x0A10                                    # shared-window address of the dynamic smem (any value works)
 
 COV = set()
-
-
-class Fault(Exception):
-    pass
-
-
-class Deadlock(Exception):
-    pass
-
-
-def cdiv(a, b):
-    return (a + b - 1) // b
 
 
 # ---- WGMMA_SRC, parsed out of the C file ----------------------------------------------------------------------------
@@ -95,27 +86,8 @@ WGMMA_SRC = c_string(C_TEXT, "WGMMA_SRC")
 
 
 # ---- host side (transcribed) ------------------------------------------------------------------------------------------
-def wgmma_plan(m, n):
-    bns, eff, sts = (256, 192, 128), (100, 96, 88), (4, 5, 6)
-    tm = cdiv(m, WG_BM) if m > 0 else 0
-    best, pick = -1, 0
-    for i in range(3):
-        tn = cdiv(n, bns[i]) if n > 0 else 0
-        waves = cdiv(tm * tn, WG_SMS)
-        score = tm * n * eff[i] // (waves * bns[i]) if waves > 0 else 0
-        if score > best:
-            best, pick = score, i
-    smem = sts[pick] * (WG_BM * WG_BK + bns[pick] * WG_BK) + 1024
-    tiles = tm * cdiv(n, bns[pick]) if n > 0 else 0
-    return bns[pick], sts[pick], smem, tiles
-
-
-def qc_split_k_ways(tiles, stages, sms, min_stages, max_ways):
-    if tiles <= 0 or tiles >= sms or stages <= 0 or min_stages <= 0:
-        return 1
-    s, by_k = sms // tiles, stages // min_stages
-    s = min(s, by_k, max_ways)
-    return 1 if s < 1 else s
+def wgmma_plan(m, n):  # its tables: bns, eff, sts
+    return rp.wg_plan(m, n, (256, 192, 128), (100, 96, 88), (4, 5, 6))
 
 
 def i8_wgmma_splits(tiles, k, split_max=I8_SPLIT_MAX):
@@ -128,27 +100,8 @@ def wgmma_dims(m, n, k, split_max=I8_SPLIT_MAX):
 
 
 # ---- device helpers (transcribed) ---------------------------------------------------------------------------------------
-def qc_wg_bn(m, n):
-    bns, eff = (256, 192, 128), (100, 96, 88)
-    tm, best, pick = (m + WG_BM - 1) // WG_BM, -1, 256
-    for i in range(3):
-        tn = (n + bns[i] - 1) // bns[i]
-        waves = (tm * tn + WG_SMS - 1) // WG_SMS
-        score = tm * n * eff[i] // (waves * bns[i])
-        if score > best:
-            best, pick = score, bns[i]
-    return pick
-
-
-def qc_wg_tile(t, tiles_m, tiles_n):
-    per_group = WG_GROUP_M * tiles_n
-    first_m, in_g = t // per_group * WG_GROUP_M, t % per_group
-    gsz = min(tiles_m - first_m, WG_GROUP_M)
-    return first_m + in_g % gsz, in_g // gsz
-
-
-def qc_desc(addr):
-    return ((addr & 0x3FFFF) >> 4) | (1 << 16) | ((1024 >> 4) << 32) | (1 << 62)
+def qc_wg_bn(m, n):  # its tables: bns, eff
+    return rp.qc_wg_bn(m, n, (256, 192, 128), (100, 96, 88))
 
 
 # The m64nNk32 s32 accumulator layout: register i of lane l of a warp holds row l/4 (+8 for i%4 >= 2) of the warp's
@@ -194,44 +147,7 @@ class Data:
         return b
 
 
-# ---- barriers ------------------------------------------------------------------------------------------------------------
-class MBar:
-    __slots__ = ('name', 'count', 'pending', 'tx', 'phase', 'waiters', 'ready')
-
-    def __init__(self, name, count, ready):
-        self.name, self.count, self.pending, self.tx, self.phase = name, count, count, 0, 0
-        self.waiters, self.ready = [], ready
-
-    def _complete(self):
-        if self.pending == 0 and self.tx == 0:
-            self.phase += 1
-            self.pending = self.count
-            still = []
-            for a in self.waiters:
-                (self.ready.append if self.passed(a.parity) else still.append)(a)
-            self.waiters = still
-
-    def arrive(self):
-        self.pending -= 1
-        if self.pending < 0:
-            raise Fault("%s: more arrivals than its count" % self.name)
-        self._complete()
-
-    def arrive_expect_tx(self, nbytes):
-        self.tx += nbytes
-        self.arrive()
-
-    def complete_tx(self, nbytes):
-        self.tx -= nbytes
-        self._complete()
-
-    def passed(self, parity):
-        return (self.phase & 1) != parity
-
-    def at_rest(self):
-        return self.pending == self.count and self.tx == 0
-
-
+# ---- named barriers and cp.async (mbarriers and TMA boxes: wgmma_replay's) ------------------------------------------------
 class NamedBar:
     """bar.sync id, 128: the 4 warps of one consumer warpgroup."""
     __slots__ = ('name', 'arrived', 'gen', 'waiters', 'ready')
@@ -248,20 +164,6 @@ class NamedBar:
             return True
         self.waiters.append(actor)
         return False
-
-
-class Tma:
-    __slots__ = ('B', 'st', 'slot', 'tag', 'bar', 'nbytes')
-
-    def __init__(self, B, st, slot, tag, bar, nbytes):
-        self.B, self.st, self.slot, self.tag, self.bar, self.nbytes = B, st, slot, tag, bar, nbytes
-
-    def land(self):
-        if self.slot < 0:
-            self.B.sa[self.st] = self.tag
-        else:
-            self.B.sb[self.st][self.slot] = self.tag
-        self.bar.complete_tx(self.nbytes)
 
 
 class CpAsync:
@@ -286,8 +188,8 @@ class Block:
             raise Fault("the ring ends past the %d bytes of dynamic shared memory" % L.smem)
         if 2 * L.ST > 12:
             raise Fault("%d stages need %d mbarriers, bars[] holds 12" % (L.ST, 2 * L.ST))
-        self.full = [MBar("full[%d]" % s, 1, L.ready) for s in range(L.ST)]
-        self.empty = [MBar("empty[%d]" % s, 8, L.ready) for s in range(L.ST)]  # one arrival per consumer warp
+        self.full = [MBar("full[%d]" % s, 1, L.ready, strict=True) for s in range(L.ST)]
+        self.empty = [MBar("empty[%d]" % s, 8, L.ready, strict=True) for s in range(L.ST)]  # one per consumer warp
         self.nbar = [NamedBar("bar %d" % (1 + c), L.ready) for c in range(2)]
         self.sa = [None] * L.ST
         self.sb = [[None] * (L.BN // W_BOX_ROWS) for _ in range(L.ST)]
@@ -301,7 +203,9 @@ class Block:
         return (self.sa[st], tuple(self.sb[st]))
 
 
-class Launch:
+class Launch(rp.LaunchBase):  # rd, err, store: LaunchBase's
+    max_errors = 10
+
     def __init__(self, D, grid_x, grid_y, mut=frozenset()):
         self.D, self.m, self.n, self.k = D, D.m, D.n, D.k
         self.grid_x, self.grid_y, self.mut = grid_x, grid_y, mut
@@ -318,25 +222,6 @@ class Launch:
         self.work[:512] = 0  # counters start at zero (the workspace contract); the slots hold garbage
         self.tmas, self.cps, self.ready, self.errors, self.blocks = [], [], [], [], []
         self.stage_cache = {}
-
-    def err(self, msg):
-        if len(self.errors) < 10:
-            self.errors.append(msg)
-
-    def rd(self, arr, idx, name):
-        idx = np.asarray(idx)
-        if idx.size and (idx.min() < 0 or idx.max() >= arr.size):
-            raise Fault("read %s[%d] outside its %d elements" % (name, int(idx.max() if idx.max() >= arr.size else idx.min()), arr.size))
-        return arr[idx]
-
-    def store(self, idx, val, mask):
-        idx, val = idx[mask], val[mask]
-        if idx.size == 0:
-            return
-        if idx.min() < 0 or idx.max() >= self.y.size:
-            raise Fault("store to y[%d], outside the %d outputs" % (int(idx.max()), self.y.size))
-        np.add.at(self.writes, idx, 1)
-        self.y[idx] = val
 
     def wslot(self, idx, what):
         if idx.min() < 512 or idx.max() >= self.work.size:
@@ -358,7 +243,7 @@ class Launch:
             if off < WG_A_BYTES or r or b >= self.BN // W_BOX_ROWS:
                 raise Fault("w box at stage offset %d" % off)
             slot, nbytes = b, WG_BOX_B_BYTES
-        self.tmas.append(Tma(B, st, slot, (which, kt, c1), B.full[bar], nbytes))
+        self.tmas.append(TmaBox(B, st, slot, (which, kt, c1), B.full[bar], nbytes))
 
     def stage_rows(self, B, st):
         key = B.snapshot(st)
@@ -412,9 +297,7 @@ class Launch:
     def producer(self, B):
         BN, ST, mut = self.BN, self.ST, self.mut
         s, ph = 0, 0
-        t = B.bx
-        while t < self.tiles:
-            tm, tn = qc_wg_tile(t, self.tiles_m, self.tiles_n)
+        for t, tm, tn in tile_walk(B.bx, self.grid_x, self.tiles_m, self.tiles_n):
             row0, col0 = tm * WG_BM, tn * BN
             left = self.n - col0
             nb = BN // 64 if left >= BN else (left + 63) // 64
@@ -434,7 +317,6 @@ class Launch:
                     s, ph = 0, ph ^ 1
                     COV.add("ring wrap ST %d" % ST)
                 yield None
-            t += self.grid_x
 
     # -- warpgroups 1 and 2: warp w of consumer c --
     def warp(self, B, c, w):
@@ -446,9 +328,7 @@ class Launch:
         me = {'pending': []}
         s, prev, ph = 0, 0, 0
         ntile = 0
-        t = B.bx
-        while t < self.tiles:
-            tm, tn = qc_wg_tile(t, self.tiles_m, self.tiles_n)
+        for t, tm, tn in tile_walk(B.bx, self.grid_x, self.tiles_m, self.tiles_n):
             ntile += 1
             if ntile == 2:
                 COV.add("several tiles a block")
@@ -566,49 +446,18 @@ class Launch:
             self.store(y1 + cn, mul(a[:, 4 * J[0] + 2], s1, w0), ok & (r1[:, None] < m))
             self.store(y1 + cn + 1, mul(a[:, 4 * J[0] + 3], s1, w1), ok & (r1[:, None] < m))
             yield None
-            t += self.grid_x
         if me['pending']:
             self.err("%s exits with cp.async in flight" % who)
 
 
 # ---- the scheduler ------------------------------------------------------------------------------------------------------
-class Actor:
-    __slots__ = ('name', 'gen', 'bar', 'parity', 'done', 'role', 'what')
-
-    def __init__(self, name, gen, role):
-        self.name, self.gen, self.bar, self.parity, self.done, self.role, self.what = name, gen, None, 0, False, role, ""
-
-    def step(self, ready):
-        if self.bar is not None and not self.bar.passed(self.parity):
-            ready.remove(self)
-            self.bar.waiters.append(self)
-            return
-        self.bar = None
-        try:
-            r = next(self.gen)
-        except StopIteration:
-            self.done = True
-            ready.remove(self)
-            return
-        if r is None:
-            return
-        if r[0] == 'm':
-            self.bar, self.parity = r[1], r[2]
-            self.what = "%s waits %s parity %d" % (self.name, r[1].name, r[2])
-            if not self.bar.passed(self.parity):
-                ready.remove(self)
-                self.bar.waiters.append(self)
-        else:
-            self.what = "%s at named %s" % (self.name, r[1].name)
-            if not r[1].arrive(self):
-                ready.remove(self)
-
-
 POLICIES = ("eager", "lazy", "laggard", "starve", "random")
 
 
 def simulate(L, policy, seed):
-    rnd = random.Random(seed)
+    """Runs every block's producer thread and its consumer warps (4 per warpgroup) with the TMA boxes and cp.async
+    copies in flight under wgmma_replay's scheduler; `laggard` holds back one warp of each consumer warpgroup,
+    `starve` one consumer warpgroup of every block."""
     actors, ready = [], L.ready
     for by in range(L.grid_y):
         for bx in range(L.grid_x):
@@ -620,68 +469,21 @@ def simulate(L, policy, seed):
                     actors.append(Actor("%s consumer %d warp %d" % (B.name, c, w), L.warp(B, c, w), (c, w)))
     ready.extend(actors)
     lag_w, starved = seed % 4, seed % 2
-    rot = steps = 0
-    while ready or L.tmas or L.cps:
-        steps += 1
-        if steps > 3000000:
-            raise Fault("no progress after %d steps" % steps)
+
+    def held(a):  # laggard: warp lag_w of each consumer warpgroup; starve: consumer warpgroup `starved`
+        return a.role != 'p' and (a.role[1] == lag_w if policy == "laggard" else a.role[0] == starved)
+
+    def tidy():  # cp.async copies that landed at their warp's wait_group leave the queue
         if L.cps and L.cps[0].landed:
-            L.cps = [cp for cp in L.cps if not cp.landed]
-            continue
-        if policy in ("eager", "laggard"):
-            if L.tmas:
-                L.tmas.pop(0).land()
-                continue
-            if L.cps:
-                L.cps.pop(0).land()
-                continue
-            pool = ready
-            if policy == "laggard":
-                pool = [a for a in ready if a.role == 'p' or a.role[1] != lag_w] or ready
-            rot = rot + 1 if rot + 1 < len(pool) else 0
-            pick = pool[rot]
-        elif policy == "lazy":
-            if ready:
-                pick = rnd.choice(ready)
-            elif L.tmas:
-                L.tmas.pop(rnd.randrange(len(L.tmas))).land()
-                continue
-            else:
-                L.cps.pop(rnd.randrange(len(L.cps))).land()
-                continue
-        else:
-            pool = ready
-            if policy == "starve":
-                pool = [a for a in ready if a.role == 'p' or a.role[0] != starved]
-                if not pool and not L.tmas and not L.cps:
-                    pool = ready
-            nev = len(pool) + len(L.tmas) + len(L.cps)
-            if nev == 0:
-                break
-            i = rnd.randrange(nev)
-            if i >= len(pool) + len(L.tmas):
-                L.cps.pop(i - len(pool) - len(L.tmas)).land()
-                continue
-            if i >= len(pool):
-                L.tmas.pop(i - len(pool)).land()
-                continue
-            pick = pool[i]
-        pick.step(ready)
-    live = [a for a in actors if not a.done]
-    if live:
-        raise Deadlock("%d actors blocked, none runnable: %s%s" % (
-            len(live), "; ".join(a.what for a in live[:3]), " ..." if len(live) > 3 else ""))
+            L.cps[:] = [cp for cp in L.cps if not cp.landed]
+            return True
+        return False
+    rp.run_actors(actors, ready, [L.tmas, L.cps], policy, seed, 3000000, held=held, tidy=tidy)
 
 
 def check(L):
-    D, errs = L.D, list(L.errors)
-    wc = L.writes
-    if (wc == 0).any():
-        i = int(np.argmax(wc == 0))
-        errs.append("%d outputs never written (first y[%d,%d])" % (int((wc == 0).sum()), i // L.n, i % L.n))
-    if (wc > 1).any():
-        i = int(np.argmax(wc > 1))
-        errs.append("%d outputs written more than once (first y[%d,%d])" % (int((wc > 1).sum()), i // L.n, i % L.n))
+    D = L.D
+    errs = list(L.errors) + rp.write_errors(L.writes, L.n)
     y, ref = L.y.reshape(L.m, L.n), D.ref
     yn, rn = np.isnan(y), np.isnan(ref)
     bad = (yn != rn) | (~yn & (y.view(np.uint32) != ref.view(np.uint32)))
@@ -705,39 +507,13 @@ def run_case(m, n, k, grid_x=None, grid_y=None, mut=frozenset(), policies=POLICI
     hx, hy, _ = wgmma_dims(m, n, k)
     gx, gy = grid_x or hx, grid_y or hy
     D = D or Data(m, n, k, seed)
-    errs, y0 = [], None
     BN = qc_wg_bn(m, n)
     desc = "m=%4d n=%5d k=%5d BN %d ST %d grid %dx%d" % (m, n, k, BN, ST_OF[BN], gx, gy)
-    for pi, pol in enumerate(policies):
-        L = Launch(D, gx, gy, mut)
-        try:
-            simulate(L, pol, seed * 7919 + pi)
-        except Deadlock as e:
-            errs.append("%s: DEADLOCK: %s" % (pol, e))
-            continue
-        except Fault as e:
-            errs.append("%s: %s" % (pol, e))
-            continue
-        e = check(L)
-        errs += ["%s: %s" % (pol, x) for x in e]
-        if y0 is None:
-            y0 = L.y.copy()
-        elif not e and not np.array_equal(y0.view(np.uint32), L.y.view(np.uint32)):
-            errs.append("%s: y differs bitwise from the %s interleaving's" % (pol, policies[0]))
-    return errs, desc
+    return rp.replay(policies, seed, lambda: Launch(D, gx, gy, mut), simulate, check), desc
 
 
-passed = failed = 0
-
-
-def report(ok, line):
-    global passed, failed
-    if ok:
-        passed += 1
-    else:
-        failed += 1
-    if VERBOSE or not ok:
-        print("test_int8_wgmma_emu: %s %s" % ("ok  " if ok else "FAIL", line))
+T = rp.Tally("test_int8_wgmma_emu", VERBOSE)
+report = T.report
 
 
 # ---- source-text checks ---------------------------------------------------------------------------------------------------
@@ -849,28 +625,23 @@ def host_checks():
                         probs.append("%s: split %d x %d tiles overflows the workspace" % (tag, gy, tiles))
     report(not probs, "wgmma_dims: shared memory fits %d, splits only under %d tiles with >= %d stages each, "
            "workspace covers the slots: %s" % (SMEM_OPTIN, WG_SMS, I8_SPLIT_STAGES, probs[:3] or "sweep"))
-    probs = []
-    for tiles_m in range(1, 21):
-        for tiles_n in range(1, 13):
-            got = sorted(qc_wg_tile(t, tiles_m, tiles_n) for t in range(tiles_m * tiles_n))
-            if got != [(a, b) for a in range(tiles_m) for b in range(tiles_n)]:
-                probs.append("%d x %d" % (tiles_m, tiles_n))
+    probs = rp.tile_walk_gaps(20, 12)
     report(not probs, "qc_wg_tile covers each tile once: %s" % (probs[:3] or "1..20 x 1..12"))
 
 
 def group(name, cases):
-    t0, ok0 = time.time(), passed
+    t0, ok0 = time.time(), T.passed
     for c in cases:
         kw = dict(c[3]) if len(c) > 3 else {}
-        errs, desc = run_case(*c[:3], seed=len(name) * 100 + passed + failed, **kw)
+        errs, desc = run_case(*c[:3], seed=len(name) * 100 + T.passed + T.failed, **kw)
         report(not errs, "%s: %s" % (desc, "; ".join(errs[:3]) if errs else "bit-exact"))
     print("test_int8_wgmma_emu: %-22s %2d of %2d cases pass x %d interleavings (%.1f s)" %
-          (name, passed - ok0, len(cases), len(POLICIES), time.time() - t0))
+          (name, T.passed - ok0, len(cases), len(POLICIES), time.time() - t0))
 
 
 src_ok = source_checks()
 host_checks()
-print("test_int8_wgmma_emu: source and host rules: %d checks, %d failed" % (passed + failed, failed))
+print("test_int8_wgmma_emu: source and host rules: %d checks, %d failed" % (T.passed + T.failed, T.failed))
 
 group("host plan", [
     (1, 16, 16),            # one stage, one tile (xs without specials at m = 1)
@@ -915,17 +686,14 @@ MUTATIONS = [
 ]
 MUT_CASES = [(129, 400, 1040, dict(grid_x=3, grid_y=2)), (64, 1040, 400, dict(grid_x=2)),
              (300, 144, 400, dict(grid_x=1, grid_y=4))]
-for name, what in MUTATIONS:
-    how = None
-    for c in MUT_CASES:
-        errs, desc = run_case(*c[:3], mut=frozenset([name]), seed=17, **c[3])
-        if errs:
-            how = "%s: %s" % (desc, errs[0])
-            break
-    print("test_int8_wgmma_emu: mutation %-12s %s -- %s" % (name, "detected" if how else "NOT DETECTED", what))
-    if how:
-        print("    " + (how if len(how) < 230 else how[:227] + "..."))
-    report(how is not None, "mutation %s" % name)
+
+
+def caught(c, name):  # the first error of the mutated case
+    errs, desc = run_case(*c[:3], mut=frozenset([name]), seed=17, **c[3])
+    return "%s: %s" % (desc, errs[0]) if errs else None
+
+
+T.hunt(MUTATIONS, MUT_CASES, caught)
 
 # the row-scale load moved after the stores (a performance bug): the text check must fail on a mutated copy
 _line = "const float s0 = r0 < m ? xs[r0] : 0.f, s1 = r1 < m ? xs[r1] : 0.f;"
@@ -940,5 +708,4 @@ else:
     report(False, "mutation xs_late: the row-scale line is not in WGMMA_SRC")
 
 print("test_int8_wgmma_emu: runtime %.1f s" % (time.time() - T0))
-print("test_int8_wgmma_emu: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+T.finish()
