@@ -1,4 +1,4 @@
-/* test_sass_gmma.c - the Hopper GEMMs (fp8, w8a8_int8, bf16) compiled by NVRTC for sm_90a really use the warpgroup tensor-core instructions (QGMMA / IGMMA / HGMMA in nvdisasm's SASS). */
+/* test_sass_gmma.c - the Hopper GEMMs (fp8, w8a8_int8, bf16) and the attention prefill compiled by NVRTC for sm_90a really use the warpgroup tensor-core instructions (QGMMA / IGMMA / HGMMA in nvdisasm's SASS). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +20,7 @@ static const struct {
     {"fp8.gemm_block_wgmma", "fp8.so", "QGMMA"},
     {"w8a8_int8.linear_wgmma", "w8a8_int8.so", "IGMMA"},
     {"bf16.linear_wgmma", NULL, "HGMMA"},
+    {"core.attn_prefill", NULL, "HGMMA"}, /* S = Q K^T and O += P V on sm_90a (session 12) */
 };
 static const char *const OPS[] = {"QGMMA", "IGMMA", "HGMMA", "HMMA"};
 #define N_OPS (sizeof OPS / sizeof OPS[0])
