@@ -95,6 +95,21 @@ static void descriptors(qc_runtime *rt) {
         k->launch_dims(&p, &d);
         CHECK(d.grid[0] == 0 || d.grid[1] == 0, "%s: no rows should give an empty grid", k->id);
     }
+    /* qkv_rope_kv's two mappings (the kernel picks by the same rule on d): d % 8 == 0 and d / 8 a power of
+       two up to 32 -> 128 threads holding 128 / (d / 8) heads of a token; else a block per (token, head) of
+       d / 2 threads rounded up to whole warps */
+    const qc_kernel_desc *qk = qc_kernel_find(rt, "core.qkv_rope_kv");
+    static const struct {
+        int64_t d, gy, block;
+    } qcases[] = {{128, 5, 128}, {64, 3, 128}, {256, 10, 128}, {16, 1, 128}, {96, 40, 64}, {68, 40, 64}, {8, 1, 128}};
+    for (size_t i = 0; qk && i < sizeof qcases / sizeof qcases[0]; i++) {
+        qc_problem q = {.struct_size = sizeof q, .m = 2048, .n = 40, .k = qcases[i].d}; /* 32 + 8 heads */
+        qc_launch_dims d;
+        qk->launch_dims(&q, &d);
+        CHECK(d.grid[0] == 2048 && d.grid[1] == qcases[i].gy && d.block[0] == qcases[i].block,
+              "qkv_rope_kv d=%lld: grid %ux%u, %u threads (want %lld x %lld, %lld)", (long long)qcases[i].d, d.grid[0],
+              d.grid[1], d.block[0], 2048LL, (long long)qcases[i].gy, (long long)qcases[i].block);
+    }
     const qc_format_desc *f = qc_format_find(rt, "bf16");
     const qc_kernel_desc *k = NULL;
     qc_reason why;
