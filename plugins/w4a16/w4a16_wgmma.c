@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../common/qc_env_opts.h"
+#include "../common/qc_wgmma_ra_src.h"
 #include "w4a16_impl.h"
 
 qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
@@ -175,39 +176,10 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
 
 /* wgmma with A from registers: D[64 x N] (+)= A[64 x 16] B[16 x N], B K-major in shared memory */
 #define W4W_SRC_WGMMA \
-    "__device__ __forceinline__ void w4w_wgmma64(float *d, u32 a0, u32 a1, u32 a2, u32 a3, u64 db, int scale_d) {\n" \
-    "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %37, 0;\\n\"\n" \
-    "        \"wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {\"\n" \
-    "        \"%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, \"\n" \
-    "        \"%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31\"\n" \
-    "        \"}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\\n}\\n\"\n" \
-    "        : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]), \"+f\"(d[4]), \"+f\"(d[5]), \"+f\"(d[6]), \"+f\"(d[7]),\n" \
-    "          \"+f\"(d[8]), \"+f\"(d[9]), \"+f\"(d[10]), \"+f\"(d[11]), \"+f\"(d[12]), \"+f\"(d[13]), \"+f\"(d[14]), \"+f\"(d[15]),\n" \
-    "          \"+f\"(d[16]), \"+f\"(d[17]), \"+f\"(d[18]), \"+f\"(d[19]), \"+f\"(d[20]), \"+f\"(d[21]), \"+f\"(d[22]), \"+f\"(d[23]),\n" \
-    "          \"+f\"(d[24]), \"+f\"(d[25]), \"+f\"(d[26]), \"+f\"(d[27]), \"+f\"(d[28]), \"+f\"(d[29]), \"+f\"(d[30]), \"+f\"(d[31])\n" \
-    "        : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(db), \"r\"(scale_d));\n" \
-    "}\n" \
-    "__device__ __forceinline__ void w4w_wgmma128(float *d, u32 a0, u32 a1, u32 a2, u32 a3, u64 db, int scale_d) {\n" \
-    "    asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %69, 0;\\n\"\n" \
-    "        \"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {\"\n" \
-    "        \"%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, \"\n" \
-    "        \"%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, \"\n" \
-    "        \"%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, \"\n" \
-    "        \"%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63\"\n" \
-    "        \"}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\\n}\\n\"\n" \
-    "        : \"+f\"(d[0]), \"+f\"(d[1]), \"+f\"(d[2]), \"+f\"(d[3]), \"+f\"(d[4]), \"+f\"(d[5]), \"+f\"(d[6]), \"+f\"(d[7]),\n" \
-    "          \"+f\"(d[8]), \"+f\"(d[9]), \"+f\"(d[10]), \"+f\"(d[11]), \"+f\"(d[12]), \"+f\"(d[13]), \"+f\"(d[14]), \"+f\"(d[15]),\n" \
-    "          \"+f\"(d[16]), \"+f\"(d[17]), \"+f\"(d[18]), \"+f\"(d[19]), \"+f\"(d[20]), \"+f\"(d[21]), \"+f\"(d[22]), \"+f\"(d[23]),\n" \
-    "          \"+f\"(d[24]), \"+f\"(d[25]), \"+f\"(d[26]), \"+f\"(d[27]), \"+f\"(d[28]), \"+f\"(d[29]), \"+f\"(d[30]), \"+f\"(d[31]),\n" \
-    "          \"+f\"(d[32]), \"+f\"(d[33]), \"+f\"(d[34]), \"+f\"(d[35]), \"+f\"(d[36]), \"+f\"(d[37]), \"+f\"(d[38]), \"+f\"(d[39]),\n" \
-    "          \"+f\"(d[40]), \"+f\"(d[41]), \"+f\"(d[42]), \"+f\"(d[43]), \"+f\"(d[44]), \"+f\"(d[45]), \"+f\"(d[46]), \"+f\"(d[47]),\n" \
-    "          \"+f\"(d[48]), \"+f\"(d[49]), \"+f\"(d[50]), \"+f\"(d[51]), \"+f\"(d[52]), \"+f\"(d[53]), \"+f\"(d[54]), \"+f\"(d[55]),\n" \
-    "          \"+f\"(d[56]), \"+f\"(d[57]), \"+f\"(d[58]), \"+f\"(d[59]), \"+f\"(d[60]), \"+f\"(d[61]), \"+f\"(d[62]), \"+f\"(d[63])\n" \
-    "        : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"l\"(db), \"r\"(scale_d));\n" \
-    "}\n" \
+    QC_WGMMA_RA_SRC \
     "template <int N> __device__ __forceinline__ void w4w_wgmma(float *d, const u32 *a, u64 db, int scale_d) {\n" \
-    "    if constexpr (N == 128) w4w_wgmma128(d, a[0], a[1], a[2], a[3], db, scale_d);\n"                          \
-    "    else w4w_wgmma64(d, a[0], a[1], a[2], a[3], db, scale_d);\n"                                              \
+    "    if constexpr (N == 128) qc_wgmma_ra128<0>(d, a, db, scale_d);\n"                                          \
+    "    else qc_wgmma_ra64<0>(d, a, db, scale_d);\n"                                                              \
     "}\n"
 #define W4W_SRC_GEMM \
     "/* tile t -> (row tile of x, tile of W rows): groups of W4W_GROUP_M x tiles, x fastest, so that the blocks\n" \
