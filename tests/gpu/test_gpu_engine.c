@@ -19,6 +19,10 @@ static qc_model_shape tiny(void) {
 }
 
 /* worst |a - b| / max|b| over a row, and whether the argmaxes agree */
+/* *same_top: 1 when both rows pick the same token, 2 when they pick different
+ * tokens whose logits in a are closer than twice the row's largest difference
+ * (a near-tie that rounding alone can flip: the paths sum in different orders),
+ * 0 otherwise. */
 static double row_err(const float *a, const float *b, int n, int *same_top) {
     double mx = 0, d = 0;
     int ta = 0, tb = 0;
@@ -28,9 +32,10 @@ static double row_err(const float *a, const float *b, int n, int *same_top) {
         if (a[i] > a[ta]) ta = i;
         if (b[i] > b[tb]) tb = i;
     }
-    *same_top = ta == tb;
+    *same_top = ta == tb ? 1 : fabs((double)a[ta] - a[tb]) <= 2 * d ? 2 : 0;
     return mx > 0 ? d / mx : d;
 }
+#define TOP1_WORD(same) ((same) == 1 ? "same" : (same) == 2 ? "a near-tie" : "DIFFERENT")
 
 /* Prompt of P tokens then D greedy decode steps, one sequence at a time;
  * logits of the last prompt token and of each decode step in out[(D+1) * V]. */
@@ -118,15 +123,16 @@ int main(void) {
             CHECK(qc_engine_step(e, &b, err, sizeof err) == QC_OK, "full prefill: %s", err);
             qc_engine_seq_close(e, sq);
             double worst = 0;
-            int agree = 0;
+            int agree = 0, ties = 0;
             for (int i = 0; i <= D; i++) {
                 int same;
                 worst = fmax(worst, row_err(alone + (size_t)i * V, full + (size_t)(P - 1 + i) * V, V, &same));
-                agree += same;
+                agree += same == 1;
+                ties += same == 2;
             }
-            printf("  decode steps vs one prefill: worst rel err %.2e, top-1 agree %d/%d (tol 2e-2)\n", worst, agree,
-                   D + 1);
-            CHECK(worst < 2e-2 && agree >= D, "decode and prefill paths disagree");
+            printf("  decode steps vs one prefill: worst rel err %.2e, top-1 agree %d/%d, %d near-ties (tol 2e-2)\n",
+                   worst, agree, D + 1, ties);
+            CHECK(worst < 2e-2 && agree + ties == D + 1, "decode and prefill paths disagree");
             /* four sequences decoded together (continuous batching): sequence 0
                gives the logits it gave alone */
             int sq4[4], np[4] = {P, 20, 45, 9};
@@ -142,7 +148,7 @@ int main(void) {
             CHECK(qc_engine_step(e, &b4, err, sizeof err) == QC_OK, "batched prefill: %s", err);
             int same;
             double e0 = row_err(batched, alone, V, &same);
-            printf("  batched prefill of 4 vs alone: rel err %.2e, top-1 %s\n", e0, same ? "same" : "DIFFERENT");
+            printf("  batched prefill of 4 vs alone: rel err %.2e, top-1 %s\n", e0, TOP1_WORD(same));
             CHECK(e0 < 2e-2 && same, "batched prefill differs from the sequence alone");
             /* a mixed step: sequence 0 decodes while a new sequence prefills */
             int sq5 = qc_engine_seq_open(e);
@@ -154,7 +160,7 @@ int main(void) {
                                   .next = nx};
             CHECK(qc_engine_step(e, &bm, err, sizeof err) == QC_OK, "mixed step: %s", err);
             e0 = row_err(batched, alone + V, V, &same);
-            printf("  mixed decode+prefill step vs alone: rel err %.2e, top-1 %s\n", e0, same ? "same" : "DIFFERENT");
+            printf("  mixed decode+prefill step vs alone: rel err %.2e, top-1 %s\n", e0, TOP1_WORD(same));
             CHECK(e0 < 2e-2 && same, "a decode inside a mixed step differs");
             /* errors leave the state as it was */
             size_t len0 = qc_engine_seq_len(e, sq4[0]);
@@ -183,7 +189,7 @@ int main(void) {
                 for (int i = 0; i <= D; i++) {
                     int same;
                     worst = fmax(worst, row_err(graphed + (size_t)i * V, alone + (size_t)i * V, V, &same));
-                    agree += same;
+                    agree += same == 1;
                 }
                 qc_engine_stats st;
                 qc_engine_get_stats(e, &st);
