@@ -47,4 +47,8 @@ qc_status mxfp4_frag_ps_register(const qc_host_api *api, qc_host *host, void (*b
  * first: its M range is the narrowest, so the engine picks it for batch-1 decode (QC_MXG=off refuses it). */
 qc_status mxfp4_gemv1_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void));
 
+/* Register "mxfp4.wgmma" (sm_90a only, m >= 17, k % 64 == 0; mxfp4_wgmma.c), called by mxfp4_cuda_register
+ * after mxfp4.linear_mma: its arch range is the narrower, so the engine picks it on sm_90. */
+qc_status mxfp4_wgmma_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void));
+
 #endif

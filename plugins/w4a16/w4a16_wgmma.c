@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../common/qc_env_opts.h"
+#include "../common/qc_tma_pipe_src.h"
 #include "../common/qc_wgmma_ra_src.h"
 #include "w4a16_impl.h"
 
@@ -73,8 +74,8 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
  * group, n a multiple of 8.  fmin (w = d q + m) would need the group sums
  * of x per column as well; it is refused ("scheme") and w4a16.mma_fmin runs.
  *
- * The PTX helpers below repeat core/src/qc_kernels_wgmma.c's (plugins do
- * not link the core): an acknowledged duplication.
+ * The mbarrier / TMA / cp.async helpers (qcp_*) come from
+ * plugins/common/qc_tma_pipe_src.h, shared with mxfp4.wgmma.
  */
 
 #define W4W_SMS 132
@@ -103,56 +104,6 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "__device__ __forceinline__ int w4w_cfg(ll m, ll n) {\n"                                                       \
     "    const ll bm = m <= 64 ? 64 : 128;\n"                                                                      \
     "    return (bm == 64 ? 2 : 0) + (((m + bm - 1) / bm) * ((n + 127) / 128) < W4W_SMS ? 1 : 0);\n"              \
-    "}\n"                                                                                                          \
-    "__device__ __forceinline__ u32 w4w_smem(const void *p) { return (u32)__cvta_generic_to_shared(p); }\n"        \
-    "__device__ __forceinline__ void w4w_mbar_init(u32 bar, u32 count) {\n"                                        \
-    "    asm volatile(\"mbarrier.init.shared::cta.b64 [%0], %1;\\n\" ::\"r\"(bar), \"r\"(count) : \"memory\");\n"   \
-    "}\n"                                                                                                          \
-    "__device__ __forceinline__ void w4w_expect_tx(u32 bar, u32 bytes) {\n"                                        \
-    "    asm volatile(\"{\\n.reg .b64 st;\\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\\n}\\n\"\n"    \
-    "                 ::\"r\"(bar), \"r\"(bytes) : \"memory\");\n"                                                  \
-    "}\n"                                                                                                          \
-    "__device__ __forceinline__ void w4w_arrive(u32 bar) {\n"                                                      \
-    "    asm volatile(\"{\\n.reg .b64 st;\\nmbarrier.arrive.shared::cta.b64 st, [%0];\\n}\\n\" ::\"r\"(bar) : \"memory\");\n" \
-    "}\n"                                                                                                          \
-    "/* spin until the phase of parity `parity` has completed */\n"                                                \
-    "__device__ __forceinline__ void w4w_wait(u32 bar, u32 parity) {\n"                                            \
-    "    u32 done;\n"                                                                                              \
-    "    do {\n"                                                                                                   \
-    "        asm volatile(\"{\\n.reg .pred p;\\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\n\"\n"      \
-    "                     \"selp.u32 %0, 1, 0, p;\\n}\\n\" : \"=r\"(done) : \"r\"(bar), \"r\"(parity) : \"memory\");\n" \
-    "    } while (!done);\n"                                                                                       \
-    "}\n"                                                                                                          \
-    "/* box at element coordinates (c0 along k, c1 rows) into smem, completing on bar */\n"                        \
-    "__device__ __forceinline__ void w4w_tma2d(u32 dst, const QcTmap *map, int c0, int c1, u32 bar) {\n"           \
-    "    asm volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes\"\n"      \
-    "                 \" [%0], [%1, {%2, %3}], [%4];\\n\"\n"                                                        \
-    "                 ::\"r\"(dst), \"l\"((u64)map), \"r\"(c0), \"r\"(c1), \"r\"(bar) : \"memory\");\n"            \
-    "}\n"                                                                                                          \
-    "__device__ __forceinline__ void w4w_cp16(u32 dst, const void *src) {\n"                                       \
-    "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\\n\" ::\"r\"(dst), \"l\"(src) : \"memory\");\n"   \
-    "}\n"                                                                                                          \
-    "__device__ __forceinline__ void w4w_cp4(u32 dst, const void *src) {\n"                                        \
-    "    asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4;\\n\" ::\"r\"(dst), \"l\"(src) : \"memory\");\n"    \
-    "}\n"                                                                                                          \
-    "/* one arrival on bar once this thread's cp.asyncs so far have landed (counted in the init count) */\n"     \
-    "__device__ __forceinline__ void w4w_cp_arrive(u32 bar) {\n"                                                   \
-    "    asm volatile(\"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\\n\" ::\"r\"(bar) : \"memory\");\n"   \
-    "}\n"                                                                                                          \
-    "__device__ __forceinline__ void w4w_bar_sync(int id) {\n"                                                     \
-    "    asm volatile(\"bar.sync %0, 256;\\n\" ::\"r\"(id) : \"memory\");\n"                                        \
-    "}\n"                                                                                                          \
-    "__device__ __forceinline__ void w4w_bar_n(int id, int n) {\n"                                                 \
-    "    asm volatile(\"bar.sync %0, %1;\\n\" ::\"r\"(id), \"r\"(n) : \"memory\");\n"                              \
-    "}\n"                                                                                                          \
-    "/* K-major operand, 128-byte swizzle: rows of 128 B, 8-row groups 1024 B apart (SBO); LBO unused */\n"       \
-    "__device__ __forceinline__ u64 w4w_desc(u32 addr) {\n"                                                        \
-    "    return (u64)((addr & 0x3FFFFu) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);\n"    \
-    "}\n"                                                                                                          \
-    "__device__ __forceinline__ void w4w_fence() { asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\"); }\n" \
-    "__device__ __forceinline__ void w4w_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\"); }\n" \
-    "template <int N> __device__ __forceinline__ void w4w_wg_wait() {\n"                                           \
-    "    asm volatile(\"wgmma.wait_group.sync.aligned %0;\\n\" ::\"n\"(N) : \"memory\");\n"                         \
     "}\n"                                                                                                          \
     "__device__ __forceinline__ float w4w_h2f(u32 h) {\n"                                                          \
     "    float f;\n"                                                                                               \
@@ -201,19 +152,19 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "    constexpr int GPS = GS == 2 ? 2 : 1;             /* groups in a stage's 64 k */\n" \
     "    const int tid = threadIdx.x, wg = tid >> 7;\n" \
     "    if (tid == 0) {\n" \
-    "        const u32 full = w4w_smem(bars), empty = full + 8 * ST;\n" \
+    "        const u32 full = qcp_smem(bars), empty = full + 8 * ST;\n" \
     "        for (int s = 0; s < ST; s++) {\n" \
-    "            w4w_mbar_init(full + 8 * s, 129);            /* thread 0's expect_tx + 128 cp.async arrivals */\n" \
-    "            w4w_mbar_init(empty + 8 * s, 4 * (3 - KS));  /* the consumer warps that read the stage */\n" \
+    "            qcp_mbar_init(full + 8 * s, 129);            /* thread 0's expect_tx + 128 cp.async arrivals */\n" \
+    "            qcp_mbar_init(empty + 8 * s, 4 * (3 - KS));  /* the consumer warps that read the stage */\n" \
     "        }\n" \
     "        asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");\n" \
     "    }\n" \
     "    __syncthreads();\n" \
     "/* what both roles need, computed after setmaxnreg so that nothing lives across it (ptxas would spill it) */\n" \
     "#define W4W_SETUP                                                                                          \\\n" \
-    "    const u32 sbase = w4w_smem(smem), base = (sbase + 1023u) & ~1023u; /* the swizzle repeats every 1 KiB */ \\\n" \
+    "    const u32 sbase = qcp_smem(smem), base = (sbase + 1023u) & ~1023u; /* the swizzle repeats every 1 KiB */ \\\n" \
     "    unsigned char *al = smem + (base - sbase);                                                             \\\n" \
-    "    const u32 full = w4w_smem(bars), empty = full + 8 * ST;                                                \\\n" \
+    "    const u32 full = qcp_smem(bars), empty = full + 8 * ST;                                                \\\n" \
     "    const ll tiles_m = (m + BM - 1) / BM, tiles_n = (n + NT - 1) / NT, tiles = tiles_m * tiles_n;          \\\n" \
     "    const int kt_n = (int)((k + 63) / 64);                                                                 \\\n" \
     "    const ll ng = k / (16 * GS), kh = k / 2;                                                               \\\n" \
@@ -236,18 +187,18 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "            const ll n0 = tn * NT;\n" \
     "            const int nb = BM == 128 && m0 + 64 < m ? 2 : 1; /* x boxes of 64 rows not wholly past m */\n" \
     "            for (int kt = kb; kt < ke; kt++) {\n" \
-    "                w4w_wait(empty + 8 * s, ph ^ 1u); /* a fresh barrier passes parity 1 at once */\n" \
+    "                qcp_wait(empty + 8 * s, ph ^ 1u); /* a fresh barrier passes parity 1 at once */\n" \
     "                const u32 sx = base + s * STAGE, sw = sx + XB, ss = sw + WB, sz = ss + MB, fb = full + 8 * s;\n" \
     "                if (pt == 0) {\n" \
-    "                    w4w_expect_tx(fb, nb * 8192u);\n" \
-    "                    for (int b = 0; b < nb; b++) w4w_tma2d(sx + b * 8192, tmx, kt * 64, m0 + 64 * b, fb);\n" \
+    "                    qcp_expect_tx(fb, nb * 8192u);\n" \
+    "                    for (int b = 0; b < nb; b++) qcp_tma2d(sx + b * 8192, tmx, kt * 64, m0 + 64 * b, fb);\n" \
     "                }\n" \
     "#pragma unroll\n" \
     "                for (int i = 0; i < 2 * NT / 128; i++) { /* 16-byte halves of the stage's W rows */\n" \
     "                    const int c = pt + 128 * i, row = c >> 1, h = c & 1;\n" \
     "                    if ((ll)kt * 64 + 32 * h < k) { /* a half past k (k % 64 == 32) is never read */\n" \
     "                        const ll r = n0 + row < n ? n0 + row : n - 1;\n" \
-    "                        w4w_cp16(sw + row * 32 + 16 * (h ^ ((row >> 2) & 1)), q + r * kh + kt * 32 + 16 * h);\n" \
+    "                        qcp_cp16(sw + row * 32 + 16 * (h ^ ((row >> 2) & 1)), q + r * kh + kt * 32 + 16 * h);\n" \
     "                    }\n" \
     "                }\n" \
     "                if (pt < NT) { /* the aligned words holding each row's scale (and zero) */\n" \
@@ -257,12 +208,12 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                        const ll gi = GS == 2 ? 2 * (ll)kt + gq : (ll)kt * 4 / GS;\n" \
     "                        if (gi < ng) {\n" \
     "                            const ll e = r * ng + gi;\n" \
-    "                            w4w_cp4(ss + (gq * NT + pt) * 4, sc + (e & ~1ll));\n" \
-    "                            if (S == W4_ASYM) w4w_cp4(sz + (gq * NT + pt) * 4, zp + (e & ~3ll));\n" \
+    "                            qcp_cp4(ss + (gq * NT + pt) * 4, sc + (e & ~1ll));\n" \
+    "                            if (S == W4_ASYM) qcp_cp4(sz + (gq * NT + pt) * 4, zp + (e & ~3ll));\n" \
     "                        }\n" \
     "                    }\n" \
     "                }\n" \
-    "                w4w_cp_arrive(fb);\n" \
+    "                qcp_cp_arrive(fb);\n" \
     "                if (++s == ST) { s = 0; ph ^= 1u; }\n" \
     "            }\n" \
     "        }\n" \
@@ -323,20 +274,20 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                    }\n" \
     "                };\n" \
     "                auto issue = [&](int st, const u32 (*a)[4], bool first) {\n" \
-    "                    const u64 d = w4w_desc(base + st * STAGE);\n" \
-    "                    w4w_fence();\n" \
+    "                    const u64 d = qcp_desc(base + st * STAGE);\n" \
+    "                    qcp_fence();\n" \
     "#pragma unroll\n" \
     "                    for (int j = 0; j < 4; j++) w4w_wgmma<BM>(part, a[j], d + 2 * j, !first || j > 0);\n" \
     "                };\n" \
     "                /* commit this consumer's wgmmas, build its next block (kt + 2) into `nxt` while they run, wait */\n" \
     "                auto ahead = [&](int kt, u32 (*nxt)[4], float &h0, float &h1, u32 &q0, u32 &q1) {\n" \
-    "                    w4w_commit();\n" \
+    "                    qcp_commit();\n" \
     "                    if (kt + 2 < ke) {\n" \
-    "                        w4w_wait(full + 8 * s, ph);\n" \
+    "                        qcp_wait(full + 8 * s, ph);\n" \
     "                        scales(s, kt + 2, h0, h1, q0, q1);\n" \
     "                        build(s, q0, q1, nxt);\n" \
     "                    }\n" \
-    "                    w4w_wg_wait<0>();\n" \
+    "                    qcp_wg_wait<0>();\n" \
     "                };\n" \
     "                auto promote = [&](float f0, float f1) {\n" \
     "#pragma unroll\n" \
@@ -352,13 +303,13 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                    const u32 pb = ph;\n" \
     "                    if (++s == ST) { s = 0; ph ^= 1u; }\n" \
     "                    u32 ab[4][4];\n" \
-    "                    w4w_wait(full + 8 * sb, pb);\n" \
+    "                    qcp_wait(full + 8 * sb, pb);\n" \
     "                    build(sb, y0, y1, ab);\n" \
     "                    issue(sb, ab, false);\n" \
     "                    ahead(kt, nxt, h0, h1, q0, q1);\n" \
     "                    if (lane == 0) {\n" \
-    "                        w4w_arrive(empty + 8 * sa);\n" \
-    "                        w4w_arrive(empty + 8 * sb);\n" \
+    "                        qcp_arrive(empty + 8 * sa);\n" \
+    "                        qcp_arrive(empty + 8 * sb);\n" \
     "                    }\n" \
     "                    promote(f0, f1);\n" \
     "                };\n" \
@@ -370,7 +321,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                        if (++s == ST) { s = 0; ph ^= 1u; }\n" \
     "                    issue(sa, cur, true);\n" \
     "                    ahead(kt, nxt, h0, h1, q0, q1);\n" \
-    "                    if (lane == 0) w4w_arrive(empty + 8 * sa);\n" \
+    "                    if (lane == 0) qcp_arrive(empty + 8 * sa);\n" \
     "                    promote(f0, f1);\n" \
     "                };\n" \
     "                u32 ra[4][4], rb[4][4];\n" \
@@ -383,7 +334,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                }\n" \
     "                const int kt0 = kb + (KS == 2 ? c : 0);\n" \
     "                if (kt0 < ke) {\n" \
-    "                    w4w_wait(full + 8 * s, ph);\n" \
+    "                    qcp_wait(full + 8 * s, ph);\n" \
     "                    scales(s, kt0, f0, f1, z0, z1);\n" \
     "                    build(s, z0, z1, ra);\n" \
     "                }\n" \
@@ -411,11 +362,11 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "            for (int u = 0; u < KPI; u++) {\n" \
     "                const int kt = kt0 + u; /* kt_n is even when KPI is 2 (k % 128 == 0) */\n" \
     "                if (KS == 1 || (kt & 1) == c) {\n" \
-    "                    w4w_wait(full + 8 * s, ph);\n" \
+    "                    qcp_wait(full + 8 * s, ph);\n" \
     "                    const u32 sx = base + s * STAGE;\n" \
     "                    /* the stage's descriptor; k16 step j starts 32 bytes on, + 2 in its address field (sx is\n" \
     "                       1 KiB-aligned: no carry), so no mask and shift per step */\n" \
-    "                    const u64 dx = w4w_desc(sx);\n" \
+    "                    const u64 dx = qcp_desc(sx);\n" \
     "                    const unsigned char *ws = al + s * STAGE + XB, *ms = ws + WB, *zs = ms + MB;\n" \
     "                    float s0[GPS], s1[GPS];\n" \
     "                    u32 z0[GPS], z1[GPS];\n" \
@@ -450,23 +401,23 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "                        a[j][1] = w4w_deq(r1.x, sel, z1[gq]);\n" \
     "                        a[j][2] = w4w_deq(r0.y, sel, z0[gq]);\n" \
     "                        a[j][3] = w4w_deq(r1.y, sel, z1[gq]);\n" \
-    "                        w4w_fence();\n" \
+    "                        qcp_fence();\n" \
     "                        w4w_wgmma<BM>(part, a[j], dx + 2 * j, GS == 2 ? (j & 1) : (j > 0 || !first));\n" \
     "                        if (GS == 2 && (j & 1)) { /* two groups per block: promote after each pair of steps */\n" \
-    "                            w4w_commit();\n" \
-    "                            w4w_wg_wait<0>();\n" \
+    "                            qcp_commit();\n" \
+    "                            qcp_wg_wait<0>();\n" \
     "#pragma unroll\n" \
     "                            for (int i = 0; i < BM / 2; i++) acc[i] = fmaf((i & 2) ? s1[j >> 1] : s0[j >> 1], part[i], acc[i]);\n" \
     "                        }\n" \
     "                    }\n" \
-    "                    if (GS != 2) w4w_commit();\n" \
+    "                    if (GS != 2) qcp_commit();\n" \
     "                    if (KPI == 2 && u == 0) {\n" \
     "                        sp = s; /* released with the pair's second block */\n" \
     "                    } else {\n" \
-    "                        if (GS != 2) w4w_wg_wait<0>();\n" \
+    "                        if (GS != 2) qcp_wg_wait<0>();\n" \
     "                        if (lane == 0) { /* the stage (stages) has been read */\n" \
-    "                            w4w_arrive(empty + 8 * s);\n" \
-    "                            if (KPI == 2) w4w_arrive(empty + 8 * sp);\n" \
+    "                            qcp_arrive(empty + 8 * s);\n" \
+    "                            if (KPI == 2) qcp_arrive(empty + 8 * sp);\n" \
     "                        }\n" \
     "                        if (GS != 2 && last) {\n" \
     "#pragma unroll\n" \
@@ -485,12 +436,12 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "#pragma unroll\n" \
     "                    for (int i = 0; i < BM / 2; i++) red[i * 128 + ti] = acc[i];\n" \
     "                }\n" \
-    "                w4w_bar_sync(1);\n" \
+    "                qcp_bar_sync(1);\n" \
     "                if (c == 0) {\n" \
     "#pragma unroll\n" \
     "                    for (int i = 0; i < BM / 2; i++) acc[i] += red[i * 128 + ti];\n" \
     "                }\n" \
-    "                w4w_bar_sync(2);\n" \
+    "                qcp_bar_sync(2);\n" \
     "            }\n" \
     "            if (KS == 1 || c == 0) {\n" \
     "                if (KS == 2 && gridDim.y > 1 && work) { /* (the host splits only the K-split configurations) */\n" \
@@ -505,9 +456,9 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "#pragma unroll\n" \
     "                    for (int i = 0; i < BM / 2; i++) tile_slots[spl * (ll)SLOT + i * NW + wi] = acc[i];\n" \
     "                    __threadfence();\n" \
-    "                    w4w_bar_n(3, NW);\n" \
+    "                    qcp_bar_n(3, NW);\n" \
     "                    if (wi == 0) w4w_last = atomicAdd((int *)work + tt, 1) == nsp - 1;\n" \
-    "                    w4w_bar_n(3, NW);\n" \
+    "                    qcp_bar_n(3, NW);\n" \
     "                    if (!w4w_last) continue;\n" \
     "                    __threadfence();\n" \
     "#pragma unroll\n" \
@@ -550,7 +501,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
 
 static const char W4W_SRC_SYM[] =
     "/* qcore w4a16 Hopper GEMM (sym): y[m,n] = x[m,k] . W4[n,k]^T; TMA + wgmma, A dequantized in registers */\n"
-    W4W_SRC_BODY W4W_SRC_WGMMA W4W_SRC_GEMM
+    W4W_SRC_BODY QC_TMA_PIPE_SRC W4W_SRC_WGMMA W4W_SRC_GEMM
     "/* x is read only through its tensor map (built by the host from the same pointer) */\n"
     "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_w4_wgmma_sym(const u16 *x, const u8 *q, const u16 *s,\n"
     "        float *y, ll m, ll n, ll k, ll gs, float *work, const __grid_constant__ QcTmap tmx) {\n"
@@ -560,7 +511,7 @@ static const char W4W_SRC_SYM[] =
 
 static const char W4W_SRC_ASYM[] =
     "/* qcore w4a16 Hopper GEMM (asym): y[m,n] = x[m,k] . W4[n,k]^T; TMA + wgmma, A dequantized in registers */\n"
-    W4W_SRC_BODY W4W_SRC_WGMMA W4W_SRC_GEMM
+    W4W_SRC_BODY QC_TMA_PIPE_SRC W4W_SRC_WGMMA W4W_SRC_GEMM
     "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_w4_wgmma_asym(const u16 *x, const u8 *q, const u16 *s,\n"
     "        const u8 *z, float *y, ll m, ll n, ll k, ll gs, float *work, const __grid_constant__ QcTmap tmx) {\n"
     "    (void)x;\n"

@@ -56,10 +56,11 @@ static int kernel_wanted(const char *id) {
 
 /* Median microseconds of `reps` launches (after 3 warm-ups), argument set i % nsets for launch i, each synced
  * (gpu_test.h's gt_time_launches_as; GT_TIME=memset or stream picks another method). */
-static double time_median(ctx *c, qc_gpu_fn fn, const qc_launch_dims *d, void ***argvs, int nsets, int reps) {
+static double time_median(ctx *c, const qc_kernel_desc *kd, qc_gpu_fn fn, const qc_launch_dims *d, void ***argvs,
+                          int nsets, int reps) {
     gt_launch ls[MAXCOPY];
     if (nsets > MAXCOPY) nsets = MAXCOPY;
-    for (int i = 0; i < nsets; i++) ls[i] = (gt_launch){.fn = fn, .d = *d, .argv = argvs[i]};
+    for (int i = 0; i < nsets; i++) ls[i] = (gt_launch){.fn = fn, .d = *d, .argv = argvs[i], .k = kd};
     return gt_time_launches_as(c->g, ls, 1, 1, nsets, reps, "synced");
 }
 
@@ -179,7 +180,8 @@ static void run_case(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, en
     args[2].value = &ds[0].ptr;
     args[3].value = &dy.ptr;
     st = qc_kernel_bind(kd, args, 7, argv, 8, err, sizeof err);
-    if (st == QC_OK) st = qc_gpu_launch(c->g, fn, &d, argv, err, sizeof err);
+    /* through the descriptor: it adds the tensor maps a kernel takes (mxfp4.wgmma's x) */
+    if (st == QC_OK) st = qc_gpu_launch_kernel(c->g, kd, fn, &d, argv, err, sizeof err);
     if (st == QC_OK) st = qc_gpu_sync(c->g, err, sizeof err);
     if (st == QC_OK) st = qc_gpu_download(c->g, got, dy.ptr, yc * 4 + GUARD_WORDS * 4, err, sizeof err);
     CHECK(st == QC_OK, "%s %s: launch: %s", id, shape, err);
@@ -236,7 +238,7 @@ static void run_case(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, en
             qc_kernel_bind(kd, args, 7, argvs_store[i], 8, err, sizeof err);
             argvs[i] = argvs_store[i];
         }
-        double us = time_median(c, fn, &d, argvs, ncopy, reps);
+        double us = time_median(c, kd, fn, &d, argvs, ncopy, reps);
         double wbytes = (double)(qbytes + sbytes), xbytes = xc * 2.0, io = xbytes + yc * 4.0;
         if (m <= 16) { /* floor: packed codes + scales + activations at the copy bandwidth (y not counted) */
             double fbytes = wbytes + xbytes, floor_us = c->copy_gbs > 0 ? fbytes / (c->copy_gbs * 1e3) : 0;
@@ -249,6 +251,7 @@ static void run_case(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, en
             double tf = 2.0 * m * n * k / us * 1e-6;
             printf("  TIME %-18s %-24s median %8.2f us (%d launches)  %.1f TFLOP/s  (%.0f GB/s of all bytes)\n", id,
                    shape, us, reps, tf, (wbytes + io) / us * 1e-3);
+            last_us = us;
         }
     }
 out:
@@ -424,6 +427,51 @@ int main(int argc, char **argv) {
                 run_case(&c, "mxfp4.linear_mma", 32, 64, 512, W_SUBN, 0);
                 run_case(&c, "mxfp4.linear_mma", 1000, 4096, 4096, W_NORMAL, 0);
                 run_case(&c, "mxfp4.linear_mma", 4096, 512, 1024, W_NORMAL, 0);
+                if (sm == 90) { /* mxfp4.wgmma (sm_90a, k % 64 == 0) */
+                    /* 64-row tiles (m <= 64) and 128-row ones; x boxes partly past m (100), the second box not
+                     * loaded (150: rows 128..149), odd n (clamped W rows), k = 64 (one stage), k = 1088 (odd
+                     * stage count: the unrolled loop's early exit), several tiles a block (1000 x 4096: 256 tiles),
+                     * tiny, NaN, subnormal and huge scale bytes (the second multiply, mixed rows in a warp) */
+                    static const char wg[] = "mxfp4.wgmma";
+                    run_case(&c, wg, 17, 136, 64, W_NORMAL, 0);
+                    run_case(&c, wg, 64, 264, 1088, W_NORMAL, 0);
+                    run_case(&c, wg, 65, 77, 192, W_NORMAL, 0);
+                    run_case(&c, wg, 100, 1001, 2048, W_NORMAL, 0);
+                    run_case(&c, wg, 150, 256, 1024, W_NORMAL, 0);
+                    run_case(&c, wg, 333, 40, 4096, W_NORMAL, 0);
+                    run_case(&c, wg, 1000, 4096, 4096, W_NORMAL, 0);
+                    run_case(&c, wg, 4096, 512, 1024, W_NORMAL, 0);
+                    run_case(&c, wg, 2048, 28672, 128, W_NORMAL, 0);
+                    run_case(&c, wg, 64, 256, 512, W_TINY, 0);
+                    run_case(&c, wg, 200, 256, 512, W_TINY, 0);
+                    run_case(&c, wg, 64, 256, 512, W_NANBLK, 0);
+                    run_case(&c, wg, 130, 256, 1024, W_NANBLK, 0);
+                    run_case(&c, wg, 64, 256, 512, W_HUGE, 0);
+                    run_case(&c, wg, 257, 136, 1024, W_HUGE, 0);
+                    run_case(&c, wg, 32, 64, 512, W_SUBN, 0);
+                    run_case(&c, wg, 1024, 4096, 1024, W_NORMAL, 0); /* the plan's 256-row tiles */
+                    /* each tile height forced (QC_MXW_BM) on m tails: boxes partly and wholly past m */
+                    static const char *const bms[] = {"64", "128", "256"};
+                    for (int i = 0; i < 3; i++) {
+                        setenv("QC_MXW_BM", bms[i], 1);
+                        printf("  (%s with QC_MXW_BM=%s)\n", wg, bms[i]);
+                        run_case(&c, wg, 17, 136, 128, W_NORMAL, 0);
+                        run_case(&c, wg, 150, 264, 1088, W_NORMAL, 0);
+                        run_case(&c, wg, 333, 77, 512, W_HUGE, 0);
+                        run_case(&c, wg, 700, 1000, 2048, W_NANBLK, 0);
+                        unsetenv("QC_MXW_BM");
+                    }
+                    /* k % 64 == 32: refused with a reason (mxfp4.linear_mma takes it) */
+                    const qc_kernel_desc *wd = qc_kernel_find(c.rt, wg);
+                    CHECK(wd != NULL, "%s is not registered", wg);
+                    if (wd) {
+                        qc_problem pk = {.struct_size = sizeof pk, .sm = 90, .m = 128, .n = 256, .k = 96};
+                        qc_reason why = {0};
+                        CHECK(!wd->eligible(&pk, &why) && strcmp(why.code, "align_k") == 0,
+                              "%s took k = 96 (%s)", wg, why.code);
+                        printf("  %s k = 96: %s: %s\n", wg, why.code, why.text);
+                    }
+                }
             }
             printf("%s: correctness cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             if (!quick) {
@@ -434,7 +482,7 @@ int main(int argc, char **argv) {
                 static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
                 static const char *const names[] = {"o", "qkv", "gate_up", "down"};
                 static const char *const fk_ids[] = {"mxfp4.gemv_frag", "mxfp4.gemv_frag_ps"};
-                static const int64_t ms[] = {1, 4, 8, 16}, mp[] = {1024, 4096};
+                static const int64_t ms[] = {1, 4, 8, 16};
                 double tus[4][4][3]; /* [shape][m][gemv, frag, frag_ps] */
                 for (size_t sh = 0; sh < 4; sh++)
                     for (size_t i = 0; i < 4; i++) {
@@ -466,9 +514,28 @@ int main(int argc, char **argv) {
                            TEST, names[sh], (long long)shapes[sh][0], (long long)shapes[sh][1], tus[sh][0][0],
                            tus[sh][0][1], tus[sh][0][2], tus[sh][1][0], tus[sh][1][1], tus[sh][1][2], tus[sh][2][0],
                            tus[sh][2][1], tus[sh][2][2], tus[sh][3][0], tus[sh][3][1], tus[sh][3][2]);
-                for (size_t sh = 0; sh < 4; sh++)
-                    for (size_t i = 0; i < 2; i++)
-                        run_case(&c, "mxfp4.linear_mma", mp[i], shapes[sh][0], shapes[sh][1], W_NORMAL, 20);
+                /* prefill: mxfp4.linear_mma, and mxfp4.wgmma beside it on sm_90 */
+                static const int64_t mw[] = {32, 64, 128, 256, 1024, 2048, 4096};
+                for (size_t sh = 0; sh < 4; sh++) {
+                    double tl[7], tw[7];
+                    for (size_t i = 0; i < 7; i++) {
+                        tl[i] = tw[i] = -1;
+                        if (mw[i] >= 1024 || sm == 90) {
+                            run_case(&c, "mxfp4.linear_mma", mw[i], shapes[sh][0], shapes[sh][1], W_NORMAL, 20);
+                            tl[i] = last_us;
+                        }
+                        if (sm == 90) {
+                            run_case(&c, "mxfp4.wgmma", mw[i], shapes[sh][0], shapes[sh][1], W_NORMAL, 20);
+                            tw[i] = last_us;
+                        }
+                    }
+                    if (sm == 90)
+                        printf("%s: US %s %lldx%lld (linear_mma / wgmma): M=32 %.1f/%.1f  M=64 %.1f/%.1f  "
+                               "M=128 %.1f/%.1f  M=256 %.1f/%.1f  M=1024 %.1f/%.1f  M=2048 %.1f/%.1f  "
+                               "M=4096 %.1f/%.1f\n",
+                               TEST, names[sh], (long long)shapes[sh][0], (long long)shapes[sh][1], tl[0], tw[0],
+                               tl[1], tw[1], tl[2], tw[2], tl[3], tw[3], tl[4], tw[4], tl[5], tw[5], tl[6], tw[6]);
+                }
             }
         }
         printf("%s: all cases took %.1f s\n", TEST, qc_now_seconds() - t0);
