@@ -232,7 +232,9 @@ void w4_dequant_row_strided(const w4_view *v, int64_t j, int64_t t0, int64_t len
         if (gend > end) gend = end;
         float s = qc_f16_to_f32(v->s[at]), m = v->mn ? qc_f16_to_f32(v->mn[at]) : 0.0f, lut[16];
         unsigned z = v->z ? v->z[at] : 8u;
-        for (unsigned q = 0; q < 16; q++) lut[q] = w4_dequant_one(base, q, s, z, m);
+        for (unsigned q = 0; q < 16; q++)
+            lut[q] = v->bf16_weights ? qc_round_bf16(qc_round_bf16(s) * (float)((int)q - (int)z)) /* exact product */
+                                     : w4_dequant_one(base, q, s, z, m);
         for (; (t & 7) && t < gend; t++) dst[(t - t0) * stride] = lut[w4_code(v->q, v->k, j, t)];
         for (; t + 8 <= gend; t += 8) { /* whole words: element 8w + 2p at nibble p, 8w + 2p + 1 at p + 4 */
             const uint8_t *b = v->q + j * (v->k / 2) + t / 2;

@@ -29,6 +29,7 @@ typedef struct w4_view {
     const uint8_t *z;
     const uint16_t *mn;
     const int32_t *perm;
+    int bf16_weights; /* 1: each weight as w4a16.wgmma_bf16_* forms it, bf16_rn(bf16_rn(s) * (q - z)) (sym, asym) */
 } w4_view;
 
 /* Fill `why` (may be NULL) with a code and a sentence. */

@@ -7,6 +7,7 @@
 qc_status w4_register_kernels(const qc_host_api *api, qc_host *host);
 qc_status w4_register_gpu_kernels(const qc_host_api *api, qc_host *host); /* w4a16_cuda.c */
 qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
+qc_status w4_register_wgmma_bf16_kernels(const qc_host_api *api, qc_host *host); /* w4a16_wgmma_bf16.c */
 qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host); /* w4a16_gemv_frag.c */
 
 /* Tiles: W4_MB rows of x by W4_NB rows of W over W4_KC stored columns.
@@ -171,5 +172,7 @@ qc_status w4_register_kernels(const qc_host_api *api, qc_host *host) {
      * the four Llama-3-8B shapes at M = 1, 4, 16 (docs/perf.md) */
     qc_status gst = w4_register_frag_kernels(api, host);
     if (gst == QC_OK) gst = w4_register_gpu_kernels(api, host);
+    /* w4a16.wgmma_bf16_* before w4a16.wgmma_*: the engine breaks their tie by registration order */
+    if (gst == QC_OK) gst = w4_register_wgmma_bf16_kernels(api, host);
     return gst != QC_OK ? gst : w4_register_wgmma_kernels(api, host); /* w4a16_wgmma.c */
 }

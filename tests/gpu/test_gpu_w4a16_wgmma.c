@@ -44,6 +44,57 @@ static void correctness(ctx *c, kern *wg) {
             }
 }
 
+/* w4a16.wgmma_bf16_* (k % 64 == 0): the same kinds of shape, each tile height (QC_W4BW_BM) forced in turn and the
+ * plan's own; x boxes partly and wholly past m, several tiles a block, odd group counts a row */
+static void correctness_bf16(ctx *c, kern *bw) {
+    static const struct {
+        int64_t n, k;
+        int64_t ms[6];
+    } cases[] = {
+        {8, 128, {17, 100, 0}},
+        {40, 384, {19, 129, 300, 0}},
+        {264, 320, {17, 63, 150, 0}},
+        {1000, 640, {65, 256, 1050, 0}},
+        {4104, 1152, {17, 1040, 0}},
+        {72, 14336, {17, 100, 0}},
+    };
+    static const char *const bms[] = {NULL, "64", "128", "256"};
+    for (size_t b = 0; b < 4; b++) {
+        if (bms[b]) setenv("QC_W4BW_BM", bms[b], 1);
+        printf("  (w4a16.wgmma_bf16_* with QC_W4BW_BM=%s)\n", bms[b] ? bms[b] : "(plan)");
+        for (int s = 0; s < 2; s++)
+            for (uint32_t g = 32; g <= 128; g *= 2)
+                for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+                    int64_t n = cases[ci].n, k = cases[ci].k;
+                    if (k % g || (b > 0 && ci > 3)) continue;
+                    wt w;
+                    if (wt_make(c, &w, s, g, n, k, 1) == 0)
+                        for (size_t i = 0; bw[s].fn && i < 6 && cases[ci].ms[i]; i++)
+                            run_case(c, bw[s].k, bw[s].fn, &w, cases[ci].ms[i], 0);
+                    wt_free(c, &w);
+                }
+        unsetenv("QC_W4BW_BM");
+    }
+    /* refusals with their reasons */
+    const qc_kernel_desc *kd = bw[0].k;
+    if (kd) {
+        qc_problem p = {.struct_size = sizeof p, .sm = 90, .m = 128, .n = 256, .k = 96, .group_size = 32,
+                        .scheme = W4A16_SCHEME_SYM};
+        qc_reason why = {0};
+        CHECK(!kd->eligible(&p, &why) && strcmp(why.code, "align_k") == 0, "k = 96 taken (%s)", why.code);
+        printf("  %s k = 96: %s: %s\n", kd->id, why.code, why.text);
+        p.k = 128;
+        p.scheme = W4A16_SCHEME_FMIN;
+        CHECK(!kd->eligible(&p, &why) && strcmp(why.code, "scheme") == 0, "fmin taken (%s)", why.code);
+        p.scheme = W4A16_SCHEME_SYM;
+        setenv("QC_W4_BF16", "off", 1);
+        CHECK(!kd->eligible(&p, &why) && strcmp(why.code, "disabled") == 0, "QC_W4_BF16=off ignored (%s)", why.code);
+        printf("  %s QC_W4_BF16=off: %s: %s\n", kd->id, why.code, why.text);
+        unsetenv("QC_W4_BF16");
+        CHECK(kd->eligible(&p, &why), "sym g32 k = 128 refused: %s", why.text);
+    }
+}
+
 /* cuBLAS bf16 on the H200 (../shared/anchors/README.md, 2026-11-29), us, at M = 64, 1024, 4096 */
 static const struct {
     const char *name;
@@ -59,7 +110,7 @@ static const struct {
 /* Llama-3-8B shapes at M = 64, 1024, 4096 (large M checked by sampling): sym g128 and g32, asym g128; the mma.sync
  * GEMM (w4a16.mma_sym, sm_80 path) beside it for comparison.  Targets: M >= 1024 within 1.1x cuBLAS bf16, M = 64
  * at least 2x faster than cuBLAS bf16. */
-static void timing(ctx *c, kern *wg, kern *mma) {
+static void timing(ctx *c, kern *wg, kern *mma, kern *bw) {
     static const int64_t ms[] = {64, 1024, 4096};
     static const struct {
         int s;
@@ -77,7 +128,8 @@ static void timing(ctx *c, kern *wg, kern *mma) {
             if (wt_make(c, &w, s, g, n, k, ncopy) == 0)
                 for (size_t i = 0; i < 3; i++) {
                     if (!wg[s].fn) continue;
-                    run_case(c, wg[s].k, wg[s].fn, &w, ms[i], REPS);
+                    last_us = -1;
+                    if (!getenv("QC_W4_BF16_ONLY")) run_case(c, wg[s].k, wg[s].fn, &w, ms[i], REPS);
                     double us = last_us, cb = LLAMA[sh].cublas[i];
                     if (us > 0) {
                         int big = ms[i] >= 1024;
@@ -86,7 +138,15 @@ static void timing(ctx *c, kern *wg, kern *mma) {
                                us / cb, big ? "<=" : "<=", big ? 1.1 : 0.5,
                                us / cb <= (big ? 1.1 : 0.5) ? "MET" : "MISSED");
                     }
-                    if (v == 0 && mma && mma->fn) run_case(c, mma->k, mma->fn, &w, ms[i], REPS);
+                    if (v == 0 && mma && mma->fn && !getenv("QC_W4_BF16_ONLY")) run_case(c, mma->k, mma->fn, &w, ms[i], REPS);
+                    if (bw[s].fn) { /* w4a16.wgmma_bf16_* on the same weight */
+                        run_case(c, bw[s].k, bw[s].fn, &w, ms[i], REPS);
+                        double ub = last_us, cbb = LLAMA[sh].cublas[i];
+                        if (ub > 0 && ms[i] >= 1024)
+                            printf("  VS_CUBLAS %-8s %-5s g%-3u m=%-5lld %8.2f us (%s), cuBLAS bf16 %7.1f us: %.2fx "
+                                   "its time (target <= 1.10x) %s\n", LLAMA[sh].name, SCHEMES[s], g, (long long)ms[i],
+                                   ub, bw[s].id, cbb, ub / cbb, ub / cbb <= 1.1 ? "MET" : "MISSED");
+                    }
                 }
             wt_free(c, &w);
         }
@@ -112,20 +172,24 @@ int main(void) {
         CHECK(st == QC_OK, "w4a16 plugin: %s", err);
         c.f = qc_format_find(c.rt, "w4a16");
         CHECK(c.f != NULL, "no w4a16 format");
-        kern wg[2], mma;
+        kern wg[2], mma, bw[2];
         memset(wg, 0, sizeof wg);
+        memset(bw, 0, sizeof bw);
         memset(&mma, 0, sizeof mma);
         if (c.f) {
             load_kernel(&c, &wg[0], "w4a16.wgmma_sym");
             load_kernel(&c, &wg[1], "w4a16.wgmma_asym");
+            load_kernel(&c, &bw[0], "w4a16.wgmma_bf16_sym");
+            load_kernel(&c, &bw[1], "w4a16.wgmma_bf16_asym");
             load_kernel(&c, &mma, "w4a16.mma_sym");
             double t0 = qc_now_seconds();
-            correctness(&c, wg);
+            if (!getenv("QC_W4_BF16_ONLY")) correctness(&c, wg);
+            correctness_bf16(&c, bw);
             printf("%s: correctness cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             measure_copy(&c);
             if (c.copy_gbs > 0 && !getenv("QC_W4_NO_TIMING")) {
                 t0 = qc_now_seconds();
-                timing(&c, wg, &mma);
+                timing(&c, wg, &mma, bw);
                 printf("%s: timing cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             }
         }

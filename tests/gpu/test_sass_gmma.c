@@ -1,4 +1,4 @@
-/* test_sass_gmma.c - the Hopper GEMMs (fp8, w8a8_int8, bf16) and the attention prefill compiled by NVRTC for sm_90a really use the warpgroup tensor-core instructions (QGMMA / IGMMA / HGMMA in nvdisasm's SASS). */
+/* test_sass_gmma.c - the Hopper GEMMs (fp8, w8a8_int8, bf16, w4a16, mxfp4) and the attention prefill compiled by NVRTC for sm_90a really use the warpgroup tensor-core instructions (QGMMA / IGMMA / HGMMA in nvdisasm's SASS). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +21,8 @@ static const struct {
     {"w8a8_int8.linear_wgmma", "w8a8_int8.so", "IGMMA"},
     {"bf16.linear_wgmma", NULL, "HGMMA"},
     {"core.attn_prefill", NULL, "HGMMA"}, /* S = Q K^T and O += P V on sm_90a (session 12) */
+    {"w4a16.wgmma_sym", "w4a16.so", "HGMMA"},
+    {"mxfp4.wgmma", "mxfp4.so", "HGMMA"}, /* E2M1 decoded into register-A fragments (session 13) */
 };
 static const char *const OPS[] = {"QGMMA", "IGMMA", "HGMMA", "HMMA"};
 #define N_OPS (sizeof OPS / sizeof OPS[0])

@@ -223,12 +223,22 @@ static void run_case(ctx *c, const qc_kernel_desc *kd, qc_gpu_fn fn, wt *w, int6
     size_t samples = full ? yc : SAMPLES, bad = 0, fbad = 0;
     double worst_d = 0, worst_c = 0, nd = 0, den = 0, fexact = 0, ftol = 0;
     int64_t ng = k / w->g;
+    /* w4a16.wgmma_bf16_*: each weight as the kernel forms it, bf16_rn(bf16_rn(s) (q - z)); q - z = w / s exactly */
+    const uint16_t *sc16 = NULL;
+    if (strstr(kd->id, "wgmma_bf16"))
+        for (uint32_t b = 0; b < w->pw.n_buffers; b++)
+            if (strcmp(w->pw.buffers[b].name, "scales") == 0) sc16 = w->pw.buffers[b].data;
+    CHECK(!strstr(kd->id, "wgmma_bf16") || sc16, "%s: the weight has no scales buffer", kd->id);
     for (size_t s = 0; s < samples; s++) {
         size_t e = full ? s : (size_t)(qc_test_rng(&c->rng) % yc);
         int64_t i = (int64_t)e / n, j = (int64_t)e % n;
         double acc = 0, mag = 0;
         for (int64_t t = 0; t < k; t++) {
             double xv = qc_bf16_to_f32(xh[i * k + t]), wv = w->wf[j * k + t];
+            if (sc16) {
+                float sv = qc_f16_to_f32(sc16[j * ng + t / w->g]);
+                wv = sv != 0 ? qc_round_bf16(qc_round_bf16(sv) * (float)(wv / sv)) : 0.0;
+            }
             acc += xv * wv;
             mag += fabs(xv) * (fabs(wv) + (w->center ? fabs((double)w->center[j * ng + t / w->g]) : 0.0));
         }

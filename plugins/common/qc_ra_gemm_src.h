@@ -1,0 +1,253 @@
+/* qc_ra_gemm_src.h - the register-A Hopper GEMM skeleton for 4-bit weights (CUDA source for NVRTC, sm_90a, and its host-side launch plan), shared by mxfp4.wgmma and w4a16.wgmma_bf16_* (header only). */
+#ifndef QC_PLUGIN_RA_GEMM_SRC_H
+#define QC_PLUGIN_RA_GEMM_SRC_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <qcore/plugin.h>
+
+/*
+ * y[m,n] = x[m,k] . W[n,k]^T, x bf16 through a TMA tensor map, W 4-bit codes
+ * (32 bytes a row per 64 k, rows k / 2 bytes apart) with per-row metadata
+ * (scales, zeros), f32 out.  Computed transposed, y^T = W x^T, so that the
+ * weight is wgmma's A operand from registers: each consumer thread decodes
+ * its rows' codes straight into bf16 A fragments (mma.sync's A layout: rows
+ * g and g + 8 of its warp's 16, k pairs (2t, 2t + 1) and (2t + 8, 2t + 9)
+ * of each k16 step), x^T is the B operand, K-major in shared memory as the
+ * 128-byte swizzle puts x's rows.  A holds the weights themselves (the
+ * format decodes them to bf16, scales applied), so wgmma accumulates all of
+ * K in f32 with no promotion step, and a tile can be 256 x rows wide.
+ *
+ * The format supplies F (device side):
+ *   struct Args                     its kernel arguments; Args::q the codes
+ *   static constexpr int MW         metadata words (4 bytes) a row a stage, 1 or 2
+ *   meta(fa, dst, r, kt, k)         cp.async (qcp_cp4) row r's words of stage kt: word i to dst + 512 i
+ *   build(fa, c, a)                 the 4 A fragments (a[j], k16 step j) of stage c.kt for rows c.rl and
+ *                                   c.rl + 8 (clamped rows c.rc0, c.rc1), from c.ws (the W rows: row r's 32
+ *                                   bytes at 32 r, halves swapped when (r >> 2) & 1) and c.ms (the words)
+ *
+ * Block: 384 threads, persistent (at most QC_RA_SMS blocks).  Warpgroup 0 is
+ * the producer (setmaxnreg 40): thread 0 issues the TMA boxes of x (64 rows
+ * x 64 k each, BM / 64 per stage, those wholly past m skipped), all 128
+ * threads copy the stage's W rows (cp.async 16 B, halves swapped on every
+ * other 4-row group so that the consumers' 16-byte loads hit distinct banks)
+ * and metadata; the stage's "full" mbarrier completes on the TMA bytes plus
+ * 128 cp.async arrivals.  Warpgroups 1 and 2 consume (setmaxnreg 232), 64 W
+ * rows each of a 128-row tile: per 64-k stage a consumer issues 4 wgmmas on
+ * fragments built earlier, commits, builds the next stage's fragments while
+ * they run, then waits and frees the stage (two register sets take turns;
+ * the loop is unrolled by two).  BM x rows per tile (wgmma N) is the host's
+ * pick (qc_ra_gemm_bm), told to the device by the ring size it launches
+ * with: 16 stages of 13 KiB at BM 64, 10 of 21 at 128, 6 of 37 at 256.
+ * Rows past n are clamped to n - 1 (never stored); x rows past m read as
+ * zero (TMA).  k must be a multiple of 64 (the includer's eligibility).
+ *
+ * The includer defines u32, u8, ll, u64 and QcTmap, and prepends
+ * QC_TMA_PIPE_SRC and QC_WGMMA_RA_SRC.
+ */
+#define QC_RA_SMS 132
+#define QC_RA_THREADS 384
+#define QC_RA_ST64 16
+#define QC_RA_ST128 10
+#define QC_RA_ST256 6
+#define QC_RA_STR_(x) #x
+#define QC_RA_STR(x) QC_RA_STR_(x)
+
+#define QC_RA_GEMM_SRC \
+    "#define QC_RA_SMS " QC_RA_STR(QC_RA_SMS) "\n" \
+    "/* what a format's build() gets: the stage's W rows and words, its rows, the lane's t, the stage index */\n" \
+    "struct QcRaStage {\n" \
+    "    const unsigned char *ws, *ms;\n" \
+    "    int rl, swz, kt;\n" \
+    "    u32 t;\n" \
+    "    ll rc0, rc1, k;\n" \
+    "};\n" \
+    "/* tile t -> (x row tile, W row tile): groups of 8 x tiles, x fastest, so that the blocks running together\n" \
+    "   share their W tiles in L2 */\n" \
+    "__device__ __forceinline__ void qc_ra_tile(ll t, ll tiles_m, ll tiles_n, ll *tm, ll *tn) {\n" \
+    "    const ll per_group = 8ll * tiles_n;\n" \
+    "    const ll first_m = t / per_group * 8, in_g = t % per_group;\n" \
+    "    const ll gsz = tiles_m - first_m < 8 ? tiles_m - first_m : 8;\n" \
+    "    *tm = first_m + in_g % gsz;\n" \
+    "    *tn = in_g / gsz;\n" \
+    "}\n" \
+    "template <int BM> __device__ __forceinline__ void qc_ra_wgmma(float *d, const u32 *a, u64 db, int scale_d) {\n" \
+    "    if constexpr (BM == 256) qc_wgmma_ra256<0>(d, a, db, scale_d);\n" \
+    "    else if constexpr (BM == 128) qc_wgmma_ra128<0>(d, a, db, scale_d);\n" \
+    "    else qc_wgmma_ra64<0>(d, a, db, scale_d);\n" \
+    "}\n" \
+    "/* a stage's bytes (x, W rows, 2 words a row of metadata at most) and the ring's dynamic shared memory with\n" \
+    "   1 KiB to align it: the size the host launches with (qc_ra_ring_bytes) */\n" \
+    "template <int BM> __device__ constexpr int qc_ra_stage() { return (BM * 128 + 128 * 32 + 2 * 512 + 1023) / 1024 * 1024; }\n" \
+    "template <int BM, int ST> __device__ constexpr u32 qc_ra_ring() { return (u32)(ST * qc_ra_stage<BM>()) + 1024u; }\n" \
+    "template <int BM, int ST, class F>\n" \
+    "__device__ __forceinline__ void qc_ra_gemm(const QcTmap *tmx, const typename F::Args &fa, float *y, ll m, ll n, ll k,\n" \
+    "                                           unsigned char *smem, u64 *bars) {\n" \
+    "    constexpr int XB = BM * 128, WB = 128 * 32, STAGE = qc_ra_stage<BM>();\n" \
+    "    const int tid = threadIdx.x, wg = tid >> 7;\n" \
+    "    if (tid == 0) {\n" \
+    "        const u32 full = qcp_smem(bars), empty = full + 8 * ST;\n" \
+    "        for (int s = 0; s < ST; s++) {\n" \
+    "            qcp_mbar_init(full + 8 * s, 129); /* thread 0's expect_tx + 128 cp.async arrivals */\n" \
+    "            qcp_mbar_init(empty + 8 * s, 8);  /* the 8 consumer warps */\n" \
+    "        }\n" \
+    "        asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");\n" \
+    "    }\n" \
+    "    __syncthreads();\n" \
+    "/* what both roles need, computed after setmaxnreg so that nothing lives across it */\n" \
+    "#define QC_RA_SETUP                                                                                        \\\n" \
+    "    const u32 sbase = qcp_smem(smem), base = (sbase + 1023u) & ~1023u; /* the swizzle repeats every 1 KiB */ \\\n" \
+    "    const unsigned char *al = smem + (base - sbase);                                                       \\\n" \
+    "    const u32 full = qcp_smem(bars), empty = full + 8 * ST;                                                \\\n" \
+    "    const ll tiles_m = (m + BM - 1) / BM, tiles_n = (n + 127) / 128, tiles = tiles_m * tiles_n;            \\\n" \
+    "    const int kt_n = (int)(k / 64);                                                                        \\\n" \
+    "    (void)al;\n" \
+    "    if (wg == 0) {\n" \
+    "        asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\\n\" ::: \"memory\");\n" \
+    "        QC_RA_SETUP\n" \
+    "        const int pt = tid;\n" \
+    "        if (pt == 0) asm volatile(\"prefetch.tensormap [%0];\\n\" ::\"l\"((u64)tmx) : \"memory\");\n" \
+    "        int s = 0;\n" \
+    "        u32 ph = 0;\n" \
+    "        for (ll t = blockIdx.x; t < tiles; t += gridDim.x) {\n" \
+    "            ll tm, tn;\n" \
+    "            qc_ra_tile(t, tiles_m, tiles_n, &tm, &tn);\n" \
+    "            const int m0 = (int)(tm * BM);\n" \
+    "            const ll n0 = tn * 128;\n" \
+    "            const int left = (int)((m - m0 + 63) / 64), nbox = left < BM / 64 ? left : BM / 64; /* boxes not wholly past m */\n" \
+    "            /* this thread's two 16-byte halves of W rows and its metadata row, clamped to row n - 1 */\n" \
+    "            const int row0 = pt >> 1, row1 = row0 + 64, h = pt & 1;\n" \
+    "            const ll r0 = n0 + row0 < n ? n0 + row0 : n - 1, r1 = n0 + row1 < n ? n0 + row1 : n - 1;\n" \
+    "            const ll rs = n0 + pt < n ? n0 + pt : n - 1;\n" \
+    "            const u8 *q0 = fa.q + r0 * (k / 2) + 16 * h, *q1 = fa.q + r1 * (k / 2) + 16 * h;\n" \
+    "            const u32 d0 = row0 * 32 + 16 * (h ^ ((row0 >> 2) & 1)), d1 = row1 * 32 + 16 * (h ^ ((row1 >> 2) & 1));\n" \
+    "            for (int kt = 0; kt < kt_n; kt++) {\n" \
+    "                qcp_wait(empty + 8 * s, ph ^ 1u); /* a fresh barrier passes parity 1 at once */\n" \
+    "                const u32 sx = base + s * STAGE, sw = sx + XB, ss = sw + WB, fb = full + 8 * s;\n" \
+    "                if (pt == 0) {\n" \
+    "                    qcp_expect_tx(fb, nbox * 8192u);\n" \
+    "                    for (int b = 0; b < nbox; b++) qcp_tma2d(sx + b * 8192, tmx, kt * 64, m0 + 64 * b, fb);\n" \
+    "                }\n" \
+    "                qcp_cp16(sw + d0, q0 + kt * 32);\n" \
+    "                qcp_cp16(sw + d1, q1 + kt * 32);\n" \
+    "                F::meta(fa, ss + pt * 4, rs, kt, k);\n" \
+    "                qcp_cp_arrive(fb);\n" \
+    "                if (++s == ST) { s = 0; ph ^= 1u; }\n" \
+    "            }\n" \
+    "        }\n" \
+    "    } else {\n" \
+    "        asm volatile(\"setmaxnreg.inc.sync.aligned.u32 232;\\n\" ::: \"memory\");\n" \
+    "        QC_RA_SETUP\n" \
+    "        const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2;\n" \
+    "        QcRaStage cs;\n" \
+    "        cs.rl = 64 * c + 16 * warp + g; /* tile row of A row g; A row g + 8 is rl + 8 */\n" \
+    "        cs.swz = (cs.rl >> 2) & 1;     /* the same for rl + 8 */\n" \
+    "        cs.t = (u32)(lane & 3);\n" \
+    "        cs.k = k;\n" \
+    "        float acc[BM / 2];\n" \
+    "        int s = 0;\n" \
+    "        u32 ph = 0;\n" \
+    "        for (ll tt = blockIdx.x; tt < tiles; tt += gridDim.x) {\n" \
+    "            ll tm, tn;\n" \
+    "            qc_ra_tile(tt, tiles_m, tiles_n, &tm, &tn);\n" \
+    "            const ll m0 = tm * BM, n0 = tn * 128;\n" \
+    "            cs.rc0 = n0 + cs.rl < n ? n0 + cs.rl : n - 1;\n" \
+    "            cs.rc1 = n0 + cs.rl + 8 < n ? n0 + cs.rl + 8 : n - 1;\n" \
+    "            auto build = [&](int st, int kt, u32 (*a)[4]) {\n" \
+    "                cs.ws = al + st * STAGE + XB;\n" \
+    "                cs.ms = cs.ws + WB;\n" \
+    "                cs.kt = kt;\n" \
+    "                F::build(fa, cs, a);\n" \
+    "            };\n" \
+    "            /* stage kt from `cur` (built); the next stage into `nxt` while its wgmmas run */\n" \
+    "            auto step = [&](int kt, u32 (*cur)[4], u32 (*nxt)[4]) {\n" \
+    "                const int sa = s;\n" \
+    "                if (++s == ST) { s = 0; ph ^= 1u; }\n" \
+    "                const u64 d = qcp_desc(base + sa * STAGE);\n" \
+    "                qcp_fence();\n" \
+    "#pragma unroll\n" \
+    "                for (int j = 0; j < 4; j++) qc_ra_wgmma<BM>(acc, cur[j], d + 2 * j, kt > 0 || j > 0);\n" \
+    "                qcp_commit();\n" \
+    "                if (kt + 1 < kt_n) {\n" \
+    "                    qcp_wait(full + 8 * s, ph);\n" \
+    "                    build(s, kt + 1, nxt);\n" \
+    "                }\n" \
+    "                qcp_wg_wait<0>();\n" \
+    "                if (lane == 0) qcp_arrive(empty + 8 * sa);\n" \
+    "            };\n" \
+    "            u32 ra[4][4], rb[4][4];\n" \
+    "            qcp_wait(full + 8 * s, ph);\n" \
+    "            build(s, 0, ra);\n" \
+    "            for (int kt = 0; kt < kt_n; kt += 2) {\n" \
+    "                step(kt, ra, rb);\n" \
+    "                if (kt + 1 >= kt_n) break;\n" \
+    "                step(kt + 1, rb, ra);\n" \
+    "            }\n" \
+    "            /* accumulator i: W row rl (+8 for i & 2), x row 8 (i / 4) + 2 t + (i & 1) */\n" \
+    "#pragma unroll\n" \
+    "            for (int i = 0; i < BM / 2; i++) {\n" \
+    "                const ll r = m0 + 8 * (i >> 2) + 2 * cs.t + (i & 1), cn = n0 + cs.rl + ((i & 2) ? 8 : 0);\n" \
+    "                if (r < m && cn < n) y[r * n + cn] = acc[i];\n" \
+    "            }\n" \
+    "        }\n" \
+    "    }\n" \
+    "#undef QC_RA_SETUP\n" \
+    "}\n" \
+    "/* the kernel body: the tile height the host chose, told by the ring size it launched with */\n" \
+    "template <class F>\n" \
+    "__device__ __forceinline__ void qc_ra_go(const QcTmap *tmx, const typename F::Args &fa, float *y, ll m, ll n, ll k) {\n" \
+    "    extern __shared__ __align__(1024) unsigned char smem[];\n" \
+    "    __shared__ __align__(8) u64 bars[2 * " QC_RA_STR(QC_RA_ST64) "];\n" \
+    "    if (m <= 0 || n <= 0 || k <= 0 || (k & 63)) return; /* eligibility refuses these */\n" \
+    "    u32 dsm;\n" \
+    "    asm(\"mov.u32 %0, %%dynamic_smem_size;\" : \"=r\"(dsm));\n" \
+    "    if (dsm == qc_ra_ring<256, " QC_RA_STR(QC_RA_ST256) ">()) qc_ra_gemm<256, " QC_RA_STR(QC_RA_ST256) ", F>(tmx, fa, y, m, n, k, smem, bars);\n" \
+    "    else if (dsm == qc_ra_ring<128, " QC_RA_STR(QC_RA_ST128) ">()) qc_ra_gemm<128, " QC_RA_STR(QC_RA_ST128) ", F>(tmx, fa, y, m, n, k, smem, bars);\n" \
+    "    else if (dsm == qc_ra_ring<64, " QC_RA_STR(QC_RA_ST64) ">()) qc_ra_gemm<64, " QC_RA_STR(QC_RA_ST64) ", F>(tmx, fa, y, m, n, k, smem, bars);\n" \
+    "}\n"
+
+/* ---- host side: the launch plan (kept in step with qc_ra_stage / qc_ra_ring above) ---- */
+
+/* The ring's dynamic shared memory for BM x rows a tile. */
+static inline int64_t qc_ra_ring_bytes(int64_t bm) {
+    int64_t st = bm == 256 ? QC_RA_ST256 : bm == 128 ? QC_RA_ST128 : QC_RA_ST64;
+    return st * ((bm * 128 + 128 * 32 + 2 * 512 + 1023) / 1024 * 1024) + 1024;
+}
+
+/* BM among 64, 128, 256.  Wider tiles decode each A fragment for more x rows
+ * (the consumers' instruction stream is the cost that grows with W), narrower
+ * ones make more tiles: the pick minimises waves x per-tile cost, a tile of BM
+ * rows costing BM + QC_RA_FIXED (the decode and pipeline work that does not
+ * grow with BM, in x rows: fitted to mxfp4.wgmma on the H200, session 13, where
+ * 128-row tiles ran at 51% of the peak and 256-row ones at 68%).  m <= 64
+ * always takes 64.  The variable named by env (when set to 64, 128 or 256)
+ * forces it, for A/B runs on the device. */
+#define QC_RA_FIXED 128
+static inline int64_t qc_ra_gemm_bm(int64_t m, int64_t n, const char *env) {
+    const char *e = env ? getenv(env) : NULL;
+    if (e && (!strcmp(e, "64") || !strcmp(e, "128") || !strcmp(e, "256"))) return atoi(e);
+    if (m <= 64) return 64;
+    int64_t best = 0, pick = 128, tn = (n + 127) / 128;
+    for (int64_t bm = 128; bm <= 256; bm *= 2) {
+        int64_t tiles = (m + bm - 1) / bm * tn, waves = (tiles + QC_RA_SMS - 1) / QC_RA_SMS,
+                cost = waves * (bm + QC_RA_FIXED);
+        if (bm == 128 || cost < best) best = cost, pick = bm;
+    }
+    return pick;
+}
+
+/* The launch of p: persistent blocks of 384 threads, the ring of the picked BM. */
+static inline void qc_ra_gemm_dims(const qc_problem *p, const char *env, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    if (p->m <= 0 || p->n <= 0) return;
+    int64_t bm = qc_ra_gemm_bm(p->m, p->n, env), tiles = ((p->m + bm - 1) / bm) * ((p->n + 127) / 128);
+    d->grid[0] = (uint32_t)(tiles < QC_RA_SMS ? tiles : QC_RA_SMS);
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = QC_RA_THREADS;
+    d->block[1] = d->block[2] = 1;
+    d->shared_bytes = (uint32_t)qc_ra_ring_bytes(bm);
+}
+
+#endif

@@ -1,0 +1,254 @@
+/* w4a16_wgmma_bf16.c - the Hopper (sm_90a) w4a16 prefill GEMM on bf16-rounded weights: int4 codes scaled into wgmma A registers, 256-row x tiles, no promotion step. */
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/qc_ra_gemm_src.h"
+#include "../common/qc_tma_pipe_src.h"
+#include "../common/qc_wgmma_ra_src.h"
+#include "w4a16_impl.h"
+
+qc_status w4_register_wgmma_bf16_kernels(const qc_host_api *api, qc_host *host);
+
+/*
+ * y[m,n] = x[m,k] . Wb[n,k]^T with x bf16 ("x.bf16"), W in pack_version 2
+ * (as w4a16.wgmma_sym / _asym), f32 out, where Wb is each weight rounded to
+ * bf16 the way the kernel forms it:
+ *     Wb = bf16_rn(bf16_rn(s) * (q - z))      (z = 8 for sym)
+ * (bf16(s) * (q - z) is exact in f32; one rounding to bf16 follows).  This
+ * is what a GEMM on weights dequantized to bf16 computes (vLLM's Marlin for
+ * bf16 models does the same): the relative change of a weight is at most
+ * 2^-8, against the 4-bit code's own step of 1/15 of the group's range.  The
+ * C reference (w4bw_ref_*) rounds exactly so; only the f32 summation order
+ * differs.  w4a16.wgmma_sym / _asym keep the format's exact products (q - z
+ * in A, the scale applied to f32 partial sums once per group), at the price
+ * of a promotion step and of 128-row x tiles (acc + part fill the
+ * registers); this kernel runs the shared register-A skeleton
+ * (plugins/common/qc_ra_gemm_src.h) with 64 / 128 / 256 x rows a tile.
+ * QC_W4_BF16=off refuses it ("disabled"), so that the engine takes the exact
+ * kernels.
+ *
+ * Decoding one A register (lane t, a packed word w of row r): nibbles t and
+ * t + 4 are codes 2t, 2t + 1 (pack_version 2); one lop3 puts them under
+ * 0x4300 (bf16 128 + q), one bf16x2 fma subtracts 128 + z (exact: q - z),
+ * one bf16x2 multiply by bf16(s) (a fma with -0, which keeps a zero's sign)
+ * rounds the product once: shift, lop3, two HFMA2 a register.
+ *
+ * Metadata a row a stage (64 k): the aligned word holding its scale(s) of the
+ * stage's group(s) and, asym, the aligned word holding its zero(s).  Groups
+ * of 32 give a stage two groups, the first at an even index (k % 64 == 0),
+ * so both halves share the words; groups of 64 and 128 give it one.
+ *
+ * Takes sym and asym, groups 32, 64, 128, k a multiple of 64 ("align_k":
+ * w4a16.wgmma_* takes k % 32), n a multiple of 8; act-order weights are
+ * refused ("perm"), fmin ("scheme": w4a16.mma_fmin runs).
+ */
+
+#define W4BW_SRC_HEAD                                                                                               \
+    "typedef unsigned int u32;\n"                                                                                   \
+    "typedef unsigned short u16;\n"                                                                                 \
+    "typedef unsigned char u8;\n"                                                                                   \
+    "typedef long long ll;\n"                                                                                       \
+    "typedef unsigned long long u64;\n"                                                                             \
+    "struct __align__(64) QcTmap { u64 opaque[16]; };\n"                                                            \
+    QC_TMA_PIPE_SRC QC_WGMMA_RA_SRC QC_RA_GEMM_SRC                                                                  \
+    "/* bf16x2 of an f16 scale, rounded to nearest */\n"                                                           \
+    "__device__ __forceinline__ u32 w4bw_s2(u32 h) {\n"                                                             \
+    "    float f;\n"                                                                                                \
+    "    u32 d;\n"                                                                                                  \
+    "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"((u16)h));\n"                                               \
+    "    asm(\"cvt.rn.bf16x2.f32 %0, %1, %1;\" : \"=r\"(d) : \"f\"(f));\n"                                          \
+    "    return d;\n"                                                                                               \
+    "}\n"                                                                                                           \
+    "/* nibbles t and t + 4 of w (sh = 4t) -> bf16x2 of bf16(s) (q - z): negz is -(128 + z), s2 the scale */\n"    \
+    "__device__ __forceinline__ u32 w4bw_deq(u32 w, u32 sh, u32 negz, u32 s2) {\n"                                 \
+    "    u32 v, d, r;\n"                                                                                            \
+    "    asm(\"lop3.b32 %0, %1, %2, %3, 0xEA;\" : \"=r\"(v) : \"r\"(w >> sh), \"r\"(0x000F000Fu), \"r\"(0x43004300u));\n" \
+    "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(d) : \"r\"(v), \"r\"(0x3F803F80u), \"r\"(negz));\n"         \
+    "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(r) : \"r\"(d), \"r\"(s2), \"r\"(0x80008000u));\n"           \
+    "    return r;\n"                                                                                               \
+    "}\n"                                                                                                           \
+    "/* the format for qc_ra_gemm; ASYM: zeros as well */\n"                                                        \
+    "template <bool ASYM> struct W4Bf16 {\n"                                                                        \
+    "    struct Args { const u8 *q; const u16 *sc; const u8 *zp; int gsh; }; /* gsh: log2 of the group */\n"       \
+    "    __device__ static __forceinline__ void meta(const Args &fa, u32 dst, ll r, int kt, ll k) {\n"              \
+    "        const ll e = r * (k >> fa.gsh) + ((kt * 64) >> fa.gsh);\n"                                             \
+    "        qcp_cp4(dst, fa.sc + (e & ~1ll));\n"                                                                   \
+    "        if (ASYM) qcp_cp4(dst + 512, fa.zp + (e & ~3ll));\n"                                                   \
+    "    }\n"                                                                                                       \
+    "    __device__ static __forceinline__ void build(const Args &fa, const QcRaStage &c, u32 (*a)[4]) {\n"         \
+    "        const ll ng = c.k >> fa.gsh;\n"                                                                        \
+    "        const u32 sh = 4u * c.t;\n"                                                                            \
+    "        const u32 wa = *(const u32 *)(c.ms + c.rl * 4), wb = *(const u32 *)(c.ms + (c.rl + 8) * 4);\n"         \
+    "        u32 za = 0, zb = 0;\n"                                                                                 \
+    "        if (ASYM) za = *(const u32 *)(c.ms + 512 + c.rl * 4), zb = *(const u32 *)(c.ms + 512 + (c.rl + 8) * 4);\n" \
+    "#pragma unroll\n"                                                                                              \
+    "        for (int b = 0; b < 2; b++) { /* the stage's k 32 b .. 32 b + 31: k16 steps 2b, 2b + 1 */\n"            \
+    "            const ll gi = (c.kt * 64 + 32 * b) >> fa.gsh, e0 = c.rc0 * ng + gi, e1 = c.rc1 * ng + gi;\n"       \
+    "            const u32 s0 = w4bw_s2((e0 & 1) ? wa >> 16 : wa), s1 = w4bw_s2((e1 & 1) ? wb >> 16 : wb);\n"       \
+    "            u32 n0 = 0xC308C308u, n1 = 0xC308C308u; /* -(128 + 8) */\n"                                       \
+    "            if (ASYM) {\n"                                                                                     \
+    "                n0 = (0xC300u | ((za >> (8 * (int)(e0 & 3))) & 15u)) * 0x10001u;\n"                            \
+    "                n1 = (0xC300u | ((zb >> (8 * (int)(e1 & 3))) & 15u)) * 0x10001u;\n"                            \
+    "            }\n"                                                                                               \
+    "            const uint4 r0 = *(const uint4 *)(c.ws + c.rl * 32 + 16 * (b ^ c.swz));\n"                         \
+    "            const uint4 r1 = *(const uint4 *)(c.ws + (c.rl + 8) * 32 + 16 * (b ^ c.swz));\n"                   \
+    "            a[2 * b][0] = w4bw_deq(r0.x, sh, n0, s0);\n"                                                       \
+    "            a[2 * b][1] = w4bw_deq(r1.x, sh, n1, s1);\n"                                                       \
+    "            a[2 * b][2] = w4bw_deq(r0.y, sh, n0, s0);\n"                                                       \
+    "            a[2 * b][3] = w4bw_deq(r1.y, sh, n1, s1);\n"                                                       \
+    "            a[2 * b + 1][0] = w4bw_deq(r0.z, sh, n0, s0);\n"                                                   \
+    "            a[2 * b + 1][1] = w4bw_deq(r1.z, sh, n1, s1);\n"                                                   \
+    "            a[2 * b + 1][2] = w4bw_deq(r0.w, sh, n0, s0);\n"                                                   \
+    "            a[2 * b + 1][3] = w4bw_deq(r1.w, sh, n1, s1);\n"                                                   \
+    "        }\n"                                                                                                   \
+    "    }\n"                                                                                                       \
+    "};\n"
+
+static const char W4BW_SRC_SYM[] =
+    "/* qcore w4a16 Hopper GEMM on bf16-rounded weights (sym): TMA + wgmma, A decoded and scaled in registers */\n"
+    W4BW_SRC_HEAD
+    "/* x is read only through its tensor map (built by the host from the same pointer) */\n"
+    "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_w4_wgmma_bf16_sym(const u16 *x, const u8 *q,\n"
+    "        const u16 *s, float *y, ll m, ll n, ll k, ll gs, const __grid_constant__ QcTmap tmx) {\n"
+    "    (void)x;\n"
+    "    const W4Bf16<false>::Args fa = {q, s, 0, gs == 32 ? 5 : gs == 64 ? 6 : 7}; /* shifts, not 64-bit divides */\n"
+    "    qc_ra_go<W4Bf16<false>>(&tmx, fa, y, m, n, k);\n"
+    "}\n";
+
+static const char W4BW_SRC_ASYM[] =
+    "/* qcore w4a16 Hopper GEMM on bf16-rounded weights (asym): TMA + wgmma, A decoded and scaled in registers */\n"
+    W4BW_SRC_HEAD
+    "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_w4_wgmma_bf16_asym(const u16 *x, const u8 *q,\n"
+    "        const u16 *s, const u8 *z, float *y, ll m, ll n, ll k, ll gs, const __grid_constant__ QcTmap tmx) {\n"
+    "    (void)x;\n"
+    "    const W4Bf16<true>::Args fa = {q, s, z, gs == 32 ? 5 : gs == 64 ? 6 : 7};\n"
+    "    qc_ra_go<W4Bf16<true>>(&tmx, fa, y, m, n, k);\n"
+    "}\n";
+
+/* the launch (plugins/common/qc_ra_gemm_src.h); QC_W4BW_BM=64|128|256 forces the tile height */
+static void w4bw_dims(const qc_problem *p, qc_launch_dims *d) { qc_ra_gemm_dims(p, "QC_W4BW_BM", d); }
+
+/* ---- C references: exactly each kernel's parameters, x as bf16 bits, weights rounded as the kernel does ---- */
+
+static void w4bw_ref(uint32_t scheme, const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales,
+                     const uint8_t *zeros, float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
+    /* the host checks eligibility first; this only keeps a bad call in bounds */
+    if (!xb || !qweight || !scales || !y || m <= 0 || group_size <= 0 || group_size > 128 ||
+        !w4_shape_ok(n, k, (uint32_t)group_size, NULL) || (size_t)m > SIZE_MAX / sizeof(float) / (size_t)k)
+        return;
+    if (scheme == W4A16_SCHEME_ASYM && !zeros) return;
+    float *x = malloc((size_t)m * (size_t)k * sizeof(float));
+    if (!x) return;
+    for (size_t i = 0; i < (size_t)m * (size_t)k; i++) x[i] = qc_bf16_to_f32(xb[i]);
+    w4_view v = {.n = n, .k = k, .g = (uint32_t)group_size, .scheme = scheme, .ng = k / group_size,
+                 .q = qweight, .s = scales, .z = zeros, .bf16_weights = 1};
+    w4_linear(&v, x, y, m);
+    free(x);
+}
+static void w4bw_ref_sym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, float *y, int64_t m,
+                         int64_t n, int64_t k, int64_t group_size) {
+    w4bw_ref(W4A16_SCHEME_SYM, xb, qweight, scales, NULL, y, m, n, k, group_size);
+}
+static void w4bw_ref_asym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, const uint8_t *zeros,
+                          float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
+    w4bw_ref(W4A16_SCHEME_ASYM, xb, qweight, scales, zeros, y, m, n, k, group_size);
+}
+
+/* ---- eligibility ---- */
+
+static int w4bw_ok(const qc_problem *p, uint32_t want, const char *id, qc_reason *why) {
+    const char *off = getenv("QC_W4_BF16");
+    if (off && strcmp(off, "off") == 0) {
+        w4_why(why, "disabled", "%s is turned off (QC_W4_BF16=off): w4a16.wgmma_* keeps the exact products", id);
+        return 0;
+    }
+    uint32_t s = p->struct_size >= offsetof(qc_problem, scheme) + sizeof p->scheme ? p->scheme : 0;
+    if (s == 0) s = W4A16_SCHEME_SYM;
+    if (w4_scheme_ok(s) && (s & W4A16_SCHEME_PERM) && W4A16_SCHEME_BASE(s) == want) {
+        w4_why(why, "perm", "%s does not take act-order weights (scheme %s): the stored K order needs x permuted",
+               id, w4_scheme_name(s));
+        return 0;
+    }
+    if (s != want) {
+        w4_why(why, "scheme", "%s takes scheme %s only, the weight is %s (0x%x)", id, w4_scheme_name(want),
+               w4_scheme_name(s), s);
+        return 0;
+    }
+    if (!w4_group_ok(p->group_size)) {
+        w4_why(why, "group", "%s needs the weight's group size (32, 64 or 128), problem has %u", id, p->group_size);
+        return 0;
+    }
+    if (!w4_shape_ok(p->n, p->k, p->group_size, why)) return 0;
+    if (p->k % 64) {
+        w4_why(why, "align_k", "%s takes k in stages of 64 (k = %lld; w4a16.wgmma_* takes k %% 32)", id,
+               (long long)p->k);
+        return 0;
+    }
+    if (p->m < 1 || p->m > (1ll << 31) - 128) {
+        w4_why(why, "m_range", "%s takes 1 <= m < 2^31 - 128 (32-bit TMA row coordinates), batch has m = %lld", id,
+               (long long)p->m);
+        return 0;
+    }
+    return 1;
+}
+static int w4bw_el_sym(const qc_problem *p, qc_reason *why) {
+    return w4bw_ok(p, W4A16_SCHEME_SYM, "w4a16.wgmma_bf16_sym", why);
+}
+static int w4bw_el_asym(const qc_problem *p, qc_reason *why) {
+    return w4bw_ok(p, W4A16_SCHEME_ASYM, "w4a16.wgmma_bf16_asym", why);
+}
+
+/* ---- registration ---- */
+
+#define W4BW_HEAD {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}
+#define W4BW_TAIL                                                                                          \
+    {"y", QC_PARAM_PTR}, {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64}, {"k", QC_PARAM_I64},                    \
+    {"group_size", QC_PARAM_I64}
+static const qc_kernel_param w4bw_p_sym[] = {W4BW_HEAD, W4BW_TAIL};
+static const qc_kernel_param w4bw_p_asym[] = {W4BW_HEAD, {"w.zeros", QC_PARAM_PTR}, W4BW_TAIL};
+
+/* x in boxes of 64 rows x 64 k (128 bytes: the 128-byte swizzle span); a tile takes BM / 64 */
+static const qc_tensor_map_spec w4bw_maps[] = {
+    {"x.bf16", QC_DT_BF16, "m", "k", 64, 64, 128},
+};
+
+/* Registered before w4a16.wgmma_sym / _asym (same arch and M range): the engine's tie-break is registration
+ * order, so these run on sm_90 unless refused. */
+qc_status w4_register_wgmma_bf16_kernels(const qc_host_api *api, qc_host *host) {
+    static const struct {
+        const char *id, *entry, *source;
+        const qc_kernel_param *params;
+        uint32_t n_params;
+        void (*reference)(void);
+        int (*eligible)(const qc_problem *, qc_reason *);
+    } rows[] = {
+        {"w4a16.wgmma_bf16_sym", "qc_w4_wgmma_bf16_sym", W4BW_SRC_SYM, w4bw_p_sym,
+         sizeof w4bw_p_sym / sizeof w4bw_p_sym[0], (void (*)(void))w4bw_ref_sym, w4bw_el_sym},
+        {"w4a16.wgmma_bf16_asym", "qc_w4_wgmma_bf16_asym", W4BW_SRC_ASYM, w4bw_p_asym,
+         sizeof w4bw_p_asym / sizeof w4bw_p_asym[0], (void (*)(void))w4bw_ref_asym, w4bw_el_asym},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        qc_kernel_desc d = {
+            .struct_size = sizeof d,
+            .id = rows[i].id,
+            .format = "w4a16",
+            .phases = QC_PHASE_ANY,
+            .m_min = 17, /* the GEMVs take m <= 16 */
+            .m_max = (1ll << 31) - 128,
+            .arch = {90, 90}, /* sm_90a only: wgmma and setmaxnreg */
+            .n_params = rows[i].n_params,
+            .params = rows[i].params,
+            .reference = rows[i].reference,
+            .cuda_source = rows[i].source,
+            .cuda_entry = rows[i].entry,
+            .launch_dims = w4bw_dims,
+            .eligible = rows[i].eligible,
+            .n_tensor_maps = sizeof w4bw_maps / sizeof w4bw_maps[0],
+            .tensor_maps = w4bw_maps,
+        };
+        qc_status st = api->register_kernel(host, &d);
+        if (st != QC_OK) return st;
+    }
+    return QC_OK;
+}
