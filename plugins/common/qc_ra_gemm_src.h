@@ -221,7 +221,8 @@ static inline int64_t qc_ra_ring_bytes(int64_t bm) {
  * ones make more tiles: the pick minimises waves x per-tile cost, a tile of BM
  * rows costing BM + QC_RA_FIXED (the decode and pipeline work that does not
  * grow with BM, in x rows: fitted to mxfp4.wgmma on the H200, session 13, where
- * 128-row tiles ran at 51% of the peak and 256-row ones at 68%).  m <= 64
+ * 128-row tiles ran at 51% of the peak and 256-row ones at 68%); ties go to the
+ * wider tile (qkv 6144 x 4096 at m = 1024: 103.5 against 106.8 us).  m <= 64
  * always takes 64.  The variable named by env (when set to 64, 128 or 256)
  * forces it, for A/B runs on the device. */
 #define QC_RA_FIXED 128
@@ -233,7 +234,7 @@ static inline int64_t qc_ra_gemm_bm(int64_t m, int64_t n, const char *env) {
     for (int64_t bm = 128; bm <= 256; bm *= 2) {
         int64_t tiles = (m + bm - 1) / bm * tn, waves = (tiles + QC_RA_SMS - 1) / QC_RA_SMS,
                 cost = waves * (bm + QC_RA_FIXED);
-        if (bm == 128 || cost < best) best = cost, pick = bm;
+        if (bm == 128 || cost <= best) best = cost, pick = bm; /* a tie: the wider tile (qkv at m = 1024) */
     }
     return pick;
 }

@@ -40,8 +40,9 @@ qc_status w4_register_wgmma_bf16_kernels(const qc_host_api *api, qc_host *host);
  * so both halves share the words; groups of 64 and 128 give it one.
  *
  * Takes sym and asym, groups 32, 64, 128, k a multiple of 64 ("align_k":
- * w4a16.wgmma_* takes k % 32), n a multiple of 8; act-order weights are
- * refused ("perm"), fmin ("scheme": w4a16.mma_fmin runs).
+ * w4a16.wgmma_* takes k % 32), n a multiple of 8, m > 64 with at least 96
+ * tiles ("tiles": below that w4a16.wgmma_*'s K split wins); act-order
+ * weights are refused ("perm"), fmin ("scheme": w4a16.mma_fmin runs).
  */
 
 #define W4BW_SRC_HEAD                                                                                               \
@@ -157,6 +158,7 @@ static void w4bw_ref_asym(const uint16_t *xb, const uint8_t *qweight, const uint
 
 /* ---- eligibility ---- */
 
+#define W4BW_MIN_TILES 96
 static int w4bw_ok(const qc_problem *p, uint32_t want, const char *id, qc_reason *why) {
     const char *off = getenv("QC_W4_BF16");
     if (off && strcmp(off, "off") == 0) {
@@ -188,6 +190,17 @@ static int w4bw_ok(const qc_problem *p, uint32_t want, const char *id, qc_reason
     if (p->m < 1 || p->m > (1ll << 31) - 128) {
         w4_why(why, "m_range", "%s takes 1 <= m < 2^31 - 128 (32-bit TMA row coordinates), batch has m = %lld", id,
                (long long)p->m);
+        return 0;
+    }
+    /* Few tiles leave SMs idle, and this kernel does not split K: w4a16.wgmma_* does (across its consumers and
+     * across blocks), and was the faster one there on the H200 (session 13, same call: o and down at m = 256,
+     * 64 tiles: 30 / 88 us against 38 / 114; every shape at m = 64); qkv at m = 256 (96 tiles) was faster
+     * here (36 against 54 us) */
+    int64_t bm = qc_ra_gemm_bm(p->m, p->n, "QC_W4BW_BM"), tiles = (p->m + bm - 1) / bm * ((p->n + 127) / 128);
+    if (p->m <= 64 || tiles < W4BW_MIN_TILES) {
+        w4_why(why, "tiles", "%s makes %lld tiles of %lld x rows for m = %lld, n = %lld (it wants m > 64 and at least "
+               "%d): w4a16.wgmma_* splits K there", id, (long long)tiles, (long long)bm, (long long)p->m,
+               (long long)p->n, W4BW_MIN_TILES);
         return 0;
     }
     return 1;

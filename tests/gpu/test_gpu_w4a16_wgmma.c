@@ -91,7 +91,11 @@ static void correctness_bf16(ctx *c, kern *bw) {
         CHECK(!kd->eligible(&p, &why) && strcmp(why.code, "disabled") == 0, "QC_W4_BF16=off ignored (%s)", why.code);
         printf("  %s QC_W4_BF16=off: %s: %s\n", kd->id, why.code, why.text);
         unsetenv("QC_W4_BF16");
-        CHECK(kd->eligible(&p, &why), "sym g32 k = 128 refused: %s", why.text);
+        CHECK(!kd->eligible(&p, &why) && strcmp(why.code, "tiles") == 0, "m = 128 n = 256 taken (%s)", why.code);
+        printf("  %s m = 128, n = 256: %s: %s\n", kd->id, why.code, why.text);
+        p.m = 4096;
+        p.n = 4096;
+        CHECK(kd->eligible(&p, &why), "sym g32 m = n = 4096 k = 128 refused: %s", why.text);
     }
 }
 

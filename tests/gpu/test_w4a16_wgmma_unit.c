@@ -90,8 +90,9 @@ static void descriptors(qc_runtime *rt) {
         for (uint32_t g = 32; g <= 128; g *= 2) {
             qc_problem p = prob(1024, 4096, 4096, g, s);
             CHECK(qc_select_kernel(k, f, &p, 1, &why), "%s g%u refused: %s: %s", k->id, g, why.code, why.text);
-            /* the engine's pick on sm_90 for every prefill M: w4a16.wgmma_bf16_* (registered first, k % 64 == 0),
-             * this kernel with QC_W4_BF16=off or k % 64 == 32 */
+            /* the engine's pick on sm_90 for every prefill M: w4a16.wgmma_bf16_* (registered first, k % 64 == 0)
+             * where it makes at least 96 tiles with m > 64 (m >= 1024 here, n = 4096), else this kernel; this kernel
+             * with QC_W4_BF16=off or k % 64 == 32 */
             static const int64_t ms[] = {17, 64, 100, 1024, 4096};
             char bf[64];
             snprintf(bf, sizeof bf, "w4a16.wgmma_bf16_%s", s == W4A16_SCHEME_SYM ? "sym" : "asym");
@@ -100,7 +101,7 @@ static void descriptors(qc_runtime *rt) {
                 for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
                     if (off == 2 && g != 32) continue; /* k = 4064 takes groups of 32 only */
                     const qc_kernel_desc *sel = engine_pick(rt, f, prob(ms[mi], 4096, off == 2 ? 4064 : 4096, g, s));
-                    const char *want = off ? k->id : bf;
+                    const char *want = off || ms[mi] < 1024 ? k->id : bf;
                     CHECK(sel && strcmp(sel->id, want) == 0, "sm_90 m=%lld g%u%s: the engine would choose %s, not %s",
                           (long long)ms[mi], g, off == 1 ? " QC_W4_BF16=off" : off == 2 ? " k=4064" : "",
                           sel ? sel->id : "nothing", want);
