@@ -224,6 +224,17 @@ int w4_perm_ok(const int32_t *perm, int64_t k) {
     return ok;
 }
 
+/* v rounded once to bf16 (to nearest, ties to even; subnormals and overflow to inf as the bf16x2 fma does).  The
+ * callers' v is exact in double (a bf16 times a small integer plus a bf16, their exponents close). */
+float w4_round_bf16_exact(double v) {
+    if (v == 0 || !isfinite(v)) return (float)v;
+    int e;
+    frexp(v, &e); /* |v| in [2^(e-1), 2^e) */
+    int lsb = e - 8 < -133 ? -133 : e - 8; /* the unit of the last of bf16's 8 significant bits; subnormals: 2^-133 */
+    double r = ldexp(nearbyint(ldexp(v, -lsb)), lsb);
+    return fabs(r) >= 0x1p128 ? (float)copysign(INFINITY, v) : (float)r;
+}
+
 void w4_dequant_row_strided(const w4_view *v, int64_t j, int64_t t0, int64_t len, float *dst, int64_t stride) {
     uint32_t base = W4A16_SCHEME_BASE(v->scheme);
     int64_t t = t0, end = t0 + len;
@@ -233,8 +244,10 @@ void w4_dequant_row_strided(const w4_view *v, int64_t j, int64_t t0, int64_t len
         float s = qc_f16_to_f32(v->s[at]), m = v->mn ? qc_f16_to_f32(v->mn[at]) : 0.0f, lut[16];
         unsigned z = v->z ? v->z[at] : 8u;
         for (unsigned q = 0; q < 16; q++)
-            lut[q] = v->bf16_weights ? qc_round_bf16(qc_round_bf16(s) * (float)((int)q - (int)z)) /* exact product */
-                                     : w4_dequant_one(base, q, s, z, m);
+            lut[q] = !v->bf16_weights               ? w4_dequant_one(base, q, s, z, m)
+                     : base == W4A16_SCHEME_FMIN ? w4_round_bf16_exact((double)qc_round_bf16(s) * ((int)q - 8) +
+                                                                       qc_round_bf16(m + 8.0f * s))
+                                                 : qc_round_bf16(qc_round_bf16(s) * (float)((int)q - (int)z));
         for (; (t & 7) && t < gend; t++) dst[(t - t0) * stride] = lut[w4_code(v->q, v->k, j, t)];
         for (; t + 8 <= gend; t += 8) { /* whole words: element 8w + 2p at nibble p, 8w + 2p + 1 at p + 4 */
             const uint8_t *b = v->q + j * (v->k / 2) + t / 2;

@@ -29,7 +29,8 @@ typedef struct w4_view {
     const uint8_t *z;
     const uint16_t *mn;
     const int32_t *perm;
-    int bf16_weights; /* 1: each weight as w4a16.wgmma_bf16_* forms it, bf16_rn(bf16_rn(s) * (q - z)) (sym, asym) */
+    int bf16_weights; /* 1: each weight as w4a16.wgmma_bf16_* forms it: bf16_rn(bf16_rn(s) * (q - z)) (sym, asym),
+                         bf16_rn(bf16_rn(d) * (q - 8) + bf16_rn(m + 8 d)) with one rounding (fmin) */
 } w4_view;
 
 /* Fill `why` (may be NULL) with a code and a sentence. */
@@ -97,6 +98,9 @@ static inline float w4_dequant_one(uint32_t base, unsigned q, float s, unsigned 
 void w4_dequant_row(const w4_view *v, int64_t j, int64_t t0, int64_t len, float *dst);
 /* The same, element i going to dst[i * stride]. */
 void w4_dequant_row_strided(const w4_view *v, int64_t j, int64_t t0, int64_t len, float *dst, int64_t stride);
+
+/* v rounded once to bf16 (RNE, subnormals kept, overflow to inf); v exact in double (w4a16.c). */
+float w4_round_bf16_exact(double v);
 
 /* y[m,n] = bf16(x)[m,k] W^T, the reference linear (w4a16_ref.c). */
 void w4_linear(const w4_view *v, const float *x, float *y, int64_t m);

@@ -1,4 +1,4 @@
-/* w4a16_wgmma_bf16.c - the Hopper (sm_90a) w4a16 prefill GEMM on bf16-rounded weights: int4 codes scaled into wgmma A registers, 256-row x tiles, no promotion step. */
+/* w4a16_wgmma_bf16.c - the Hopper (sm_90a) w4a16 prefill GEMM (sym, asym, fmin) on bf16-rounded weights: int4 codes scaled into wgmma A registers, 256-row x tiles, no promotion step. */
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,14 +35,22 @@ qc_status w4_register_wgmma_bf16_kernels(const qc_host_api *api, qc_host *host);
  * rounds the product once: shift, lop3, two HFMA2 a register.
  *
  * Metadata a row a stage (64 k): the aligned word holding its scale(s) of the
- * stage's group(s) and, asym, the aligned word holding its zero(s).  Groups
+ * stage's group(s) and the aligned word holding its zero(s) (asym) or min(s) (fmin).  Groups
  * of 32 give a stage two groups, the first at an even index (k % 64 == 0),
  * so both halves share the words; groups of 64 and 128 give it one.
  *
- * Takes sym and asym, groups 32, 64, 128, k a multiple of 64 ("align_k":
- * w4a16.wgmma_* takes k % 32), n a multiple of 8, m > 64 with at least 96
- * tiles ("tiles": below that w4a16.wgmma_*'s K split wins); act-order
- * weights are refused ("perm"), fmin ("scheme": w4a16.mma_fmin runs).
+ * fmin (w = d q + m, GGUF Q4_1: w4a16.wgmma_bf16_fmin): Wb = bf16_rn(bf16(d)
+ * (q - 8) + bf16(m + 8 d)), one rounding (q - 8 exact from the lop3 value,
+ * then one bf16x2 fma; m + 8 d in f32, as the exact GPU kernels form it).
+ * Not bf16(d) q + bf16(m): m is about -8 d, and its rounding would move a
+ * whole group's weights by up to d / 64 in one direction, while the centre
+ * m + 8 d is small.  The exact kernels have no Hopper fmin GEMM
+ * (w4a16.mma_fmin, mma.sync, runs where this one refuses).
+ *
+ * Takes sym, asym and fmin, groups 32, 64, 128, k a multiple of 64
+ * ("align_k": w4a16.wgmma_* takes k % 32), n a multiple of 8, m > 64 with at
+ * least 96 tiles ("tiles": below that w4a16.wgmma_*'s K split wins);
+ * act-order weights are refused ("perm").
  */
 
 #define W4BW_SRC_HEAD                                                                                               \
@@ -69,39 +77,60 @@ qc_status w4_register_wgmma_bf16_kernels(const qc_host_api *api, qc_host *host);
     "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(r) : \"r\"(d), \"r\"(s2), \"r\"(0x80008000u));\n"           \
     "    return r;\n"                                                                                               \
     "}\n"                                                                                                           \
-    "/* the format for qc_ra_gemm; ASYM: zeros as well */\n"                                                        \
-    "template <bool ASYM> struct W4Bf16 {\n"                                                                        \
-    "    struct Args { const u8 *q; const u16 *sc; const u8 *zp; int gsh; }; /* gsh: log2 of the group */\n"       \
+    "/* bf16x2 of the f16 pair's centre m + 8 d (in f32, then rounded to nearest) */\n"                             \
+    "__device__ __forceinline__ u32 w4bw_c2(u32 mh, u32 dh) {\n"                                                    \
+    "    float fm, fd;\n"                                                                                           \
+    "    u32 d;\n"                                                                                                  \
+    "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(fm) : \"h\"((u16)mh));\n"                                            \
+    "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(fd) : \"h\"((u16)dh));\n"                                            \
+    "    const float c = __fadd_rn(fm, 8.f * fd); /* 8 d is exact */\n"                                            \
+    "    asm(\"cvt.rn.bf16x2.f32 %0, %1, %1;\" : \"=r\"(d) : \"f\"(c));\n"                                         \
+    "    return d;\n"                                                                                               \
+    "}\n"                                                                                                           \
+    "/* bf16x2 of d (q - 8) + (m + 8 d), rounded once: v = 128 + q (lop3), q - 8 exact, one fma with d2 = bf16(d) and\n" \
+    "   c2 = bf16(m + 8 d); the centre is small where m ~ -8 d, so its rounding moves the weights little */\n"     \
+    "__device__ __forceinline__ u32 w4bw_fmin(u32 w, u32 sh, u32 d2, u32 c2) {\n"                                  \
+    "    u32 v, qb, r;\n"                                                                                           \
+    "    asm(\"lop3.b32 %0, %1, %2, %3, 0xEA;\" : \"=r\"(v) : \"r\"(w >> sh), \"r\"(0x000F000Fu), \"r\"(0x43004300u));\n" \
+    "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(qb) : \"r\"(v), \"r\"(0x3F803F80u), \"r\"(0xC308C308u));\n"         \
+    "    asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(r) : \"r\"(qb), \"r\"(d2), \"r\"(c2));\n"                         \
+    "    return r;\n"                                                                                               \
+    "}\n"                                                                                                           \
+    "/* the format for qc_ra_gemm; MODE 0 sym, 1 asym (zeros), 2 fmin (mins: w = d q + m) */\n"                     \
+    "template <int MODE> struct W4Bf16 {\n"                                                                         \
+    "    struct Args { const u8 *q; const u16 *sc; const void *zm; int gsh; }; /* zm: zeros (u8) or mins (f16) */\n" \
     "    __device__ static __forceinline__ void meta(const Args &fa, u32 dst, ll r, int kt, ll k) {\n"              \
     "        const ll e = r * (k >> fa.gsh) + ((kt * 64) >> fa.gsh);\n"                                             \
     "        qcp_cp4(dst, fa.sc + (e & ~1ll));\n"                                                                   \
-    "        if (ASYM) qcp_cp4(dst + 512, fa.zp + (e & ~3ll));\n"                                                   \
+    "        if (MODE == 1) qcp_cp4(dst + 512, (const u8 *)fa.zm + (e & ~3ll));\n"                                  \
+    "        if (MODE == 2) qcp_cp4(dst + 512, (const u16 *)fa.zm + (e & ~1ll));\n"                                 \
     "    }\n"                                                                                                       \
     "    __device__ static __forceinline__ void build(const Args &fa, const QcRaStage &c, u32 (*a)[4]) {\n"         \
     "        const ll ng = c.k >> fa.gsh;\n"                                                                        \
     "        const u32 sh = 4u * c.t;\n"                                                                            \
     "        const u32 wa = *(const u32 *)(c.ms + c.rl * 4), wb = *(const u32 *)(c.ms + (c.rl + 8) * 4);\n"         \
     "        u32 za = 0, zb = 0;\n"                                                                                 \
-    "        if (ASYM) za = *(const u32 *)(c.ms + 512 + c.rl * 4), zb = *(const u32 *)(c.ms + 512 + (c.rl + 8) * 4);\n" \
+    "        if (MODE) za = *(const u32 *)(c.ms + 512 + c.rl * 4), zb = *(const u32 *)(c.ms + 512 + (c.rl + 8) * 4);\n" \
     "#pragma unroll\n"                                                                                              \
     "        for (int b = 0; b < 2; b++) { /* the stage's k 32 b .. 32 b + 31: k16 steps 2b, 2b + 1 */\n"            \
     "            const ll gi = (c.kt * 64 + 32 * b) >> fa.gsh, e0 = c.rc0 * ng + gi, e1 = c.rc1 * ng + gi;\n"       \
     "            const u32 s0 = w4bw_s2((e0 & 1) ? wa >> 16 : wa), s1 = w4bw_s2((e1 & 1) ? wb >> 16 : wb);\n"       \
-    "            u32 n0 = 0xC308C308u, n1 = 0xC308C308u; /* -(128 + 8) */\n"                                       \
-    "            if (ASYM) {\n"                                                                                     \
+    "            u32 n0 = 0xC308C308u, n1 = 0xC308C308u; /* -(128 + 8); fmin: bf16x2 of m + 8 d */\n"              \
+    "            if (MODE == 2) {\n"                                                                                \
+    "                n0 = w4bw_c2((e0 & 1) ? za >> 16 : za, (e0 & 1) ? wa >> 16 : wa);\n"                               \
+    "                n1 = w4bw_c2((e1 & 1) ? zb >> 16 : zb, (e1 & 1) ? wb >> 16 : wb);\n"                               \
+    "            }\n"                                                                                               \
+    "            if (MODE == 1) {\n"                                                                                \
     "                n0 = (0xC300u | ((za >> (8 * (int)(e0 & 3))) & 15u)) * 0x10001u;\n"                            \
     "                n1 = (0xC300u | ((zb >> (8 * (int)(e1 & 3))) & 15u)) * 0x10001u;\n"                            \
     "            }\n"                                                                                               \
     "            const uint4 r0 = *(const uint4 *)(c.ws + c.rl * 32 + 16 * (b ^ c.swz));\n"                         \
     "            const uint4 r1 = *(const uint4 *)(c.ws + (c.rl + 8) * 32 + 16 * (b ^ c.swz));\n"                   \
-    "            a[2 * b][0] = w4bw_deq(r0.x, sh, n0, s0);\n"                                                       \
-    "            a[2 * b][1] = w4bw_deq(r1.x, sh, n1, s1);\n"                                                       \
-    "            a[2 * b][2] = w4bw_deq(r0.y, sh, n0, s0);\n"                                                       \
-    "            a[2 * b][3] = w4bw_deq(r1.y, sh, n1, s1);\n"                                                       \
-    "            a[2 * b + 1][0] = w4bw_deq(r0.z, sh, n0, s0);\n"                                                   \
-    "            a[2 * b + 1][1] = w4bw_deq(r1.z, sh, n1, s1);\n"                                                   \
-    "            a[2 * b + 1][2] = w4bw_deq(r0.w, sh, n0, s0);\n"                                                   \
-    "            a[2 * b + 1][3] = w4bw_deq(r1.w, sh, n1, s1);\n"                                                   \
+    "            const u32 w8[8] = {r0.x, r1.x, r0.y, r1.y, r0.z, r1.z, r0.w, r1.w};\n"                             \
+    "#pragma unroll\n"                                                                                              \
+    "            for (int i = 0; i < 8; i++) /* a[2b + i / 4][i % 4]: rows rl (i even) and rl + 8 */\n"            \
+    "                a[2 * b + (i >> 2)][i & 3] = MODE == 2 ? w4bw_fmin(w8[i], sh, (i & 1) ? s1 : s0, (i & 1) ? n1 : n0)\n" \
+    "                                                       : w4bw_deq(w8[i], sh, (i & 1) ? n1 : n0, (i & 1) ? s1 : s0);\n" \
     "        }\n"                                                                                                   \
     "    }\n"                                                                                                       \
     "};\n"
@@ -113,8 +142,8 @@ static const char W4BW_SRC_SYM[] =
     "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_w4_wgmma_bf16_sym(const u16 *x, const u8 *q,\n"
     "        const u16 *s, float *y, ll m, ll n, ll k, ll gs, const __grid_constant__ QcTmap tmx) {\n"
     "    (void)x;\n"
-    "    const W4Bf16<false>::Args fa = {q, s, 0, gs == 32 ? 5 : gs == 64 ? 6 : 7}; /* shifts, not 64-bit divides */\n"
-    "    qc_ra_go<W4Bf16<false>>(&tmx, fa, y, m, n, k);\n"
+    "    const W4Bf16<0>::Args fa = {q, s, 0, gs == 32 ? 5 : gs == 64 ? 6 : 7}; /* shifts, not 64-bit divides */\n"
+    "    qc_ra_go<W4Bf16<0>>(&tmx, fa, y, m, n, k);\n"
     "}\n";
 
 static const char W4BW_SRC_ASYM[] =
@@ -123,8 +152,18 @@ static const char W4BW_SRC_ASYM[] =
     "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_w4_wgmma_bf16_asym(const u16 *x, const u8 *q,\n"
     "        const u16 *s, const u8 *z, float *y, ll m, ll n, ll k, ll gs, const __grid_constant__ QcTmap tmx) {\n"
     "    (void)x;\n"
-    "    const W4Bf16<true>::Args fa = {q, s, z, gs == 32 ? 5 : gs == 64 ? 6 : 7};\n"
-    "    qc_ra_go<W4Bf16<true>>(&tmx, fa, y, m, n, k);\n"
+    "    const W4Bf16<1>::Args fa = {q, s, z, gs == 32 ? 5 : gs == 64 ? 6 : 7};\n"
+    "    qc_ra_go<W4Bf16<1>>(&tmx, fa, y, m, n, k);\n"
+    "}\n";
+
+static const char W4BW_SRC_FMIN[] =
+    "/* qcore w4a16 Hopper GEMM on bf16-rounded weights (fmin, w = d q + m): TMA + wgmma, A decoded in registers */\n"
+    W4BW_SRC_HEAD
+    "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_w4_wgmma_bf16_fmin(const u16 *x, const u8 *q,\n"
+    "        const u16 *s, const u16 *mn, float *y, ll m, ll n, ll k, ll gs, const __grid_constant__ QcTmap tmx) {\n"
+    "    (void)x;\n"
+    "    const W4Bf16<2>::Args fa = {q, s, mn, gs == 32 ? 5 : gs == 64 ? 6 : 7};\n"
+    "    qc_ra_go<W4Bf16<2>>(&tmx, fa, y, m, n, k);\n"
     "}\n";
 
 /* the launch (plugins/common/qc_ra_gemm_src.h); QC_W4BW_BM=64|128|256 forces the tile height */
@@ -133,27 +172,32 @@ static void w4bw_dims(const qc_problem *p, qc_launch_dims *d) { qc_ra_gemm_dims(
 /* ---- C references: exactly each kernel's parameters, x as bf16 bits, weights rounded as the kernel does ---- */
 
 static void w4bw_ref(uint32_t scheme, const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales,
-                     const uint8_t *zeros, float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
+                     const uint8_t *zeros, const uint16_t *mins, float *y, int64_t m, int64_t n, int64_t k,
+                     int64_t group_size) {
     /* the host checks eligibility first; this only keeps a bad call in bounds */
     if (!xb || !qweight || !scales || !y || m <= 0 || group_size <= 0 || group_size > 128 ||
         !w4_shape_ok(n, k, (uint32_t)group_size, NULL) || (size_t)m > SIZE_MAX / sizeof(float) / (size_t)k)
         return;
-    if (scheme == W4A16_SCHEME_ASYM && !zeros) return;
+    if ((scheme == W4A16_SCHEME_ASYM && !zeros) || (scheme == W4A16_SCHEME_FMIN && !mins)) return;
     float *x = malloc((size_t)m * (size_t)k * sizeof(float));
     if (!x) return;
     for (size_t i = 0; i < (size_t)m * (size_t)k; i++) x[i] = qc_bf16_to_f32(xb[i]);
     w4_view v = {.n = n, .k = k, .g = (uint32_t)group_size, .scheme = scheme, .ng = k / group_size,
-                 .q = qweight, .s = scales, .z = zeros, .bf16_weights = 1};
+                 .q = qweight, .s = scales, .z = zeros, .mn = mins, .bf16_weights = 1};
     w4_linear(&v, x, y, m);
     free(x);
 }
 static void w4bw_ref_sym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, float *y, int64_t m,
                          int64_t n, int64_t k, int64_t group_size) {
-    w4bw_ref(W4A16_SCHEME_SYM, xb, qweight, scales, NULL, y, m, n, k, group_size);
+    w4bw_ref(W4A16_SCHEME_SYM, xb, qweight, scales, NULL, NULL, y, m, n, k, group_size);
 }
 static void w4bw_ref_asym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, const uint8_t *zeros,
                           float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
-    w4bw_ref(W4A16_SCHEME_ASYM, xb, qweight, scales, zeros, y, m, n, k, group_size);
+    w4bw_ref(W4A16_SCHEME_ASYM, xb, qweight, scales, zeros, NULL, y, m, n, k, group_size);
+}
+static void w4bw_ref_fmin(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, const uint16_t *mins,
+                          float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
+    w4bw_ref(W4A16_SCHEME_FMIN, xb, qweight, scales, NULL, mins, y, m, n, k, group_size);
 }
 
 /* ---- eligibility ---- */
@@ -211,6 +255,9 @@ static int w4bw_el_sym(const qc_problem *p, qc_reason *why) {
 static int w4bw_el_asym(const qc_problem *p, qc_reason *why) {
     return w4bw_ok(p, W4A16_SCHEME_ASYM, "w4a16.wgmma_bf16_asym", why);
 }
+static int w4bw_el_fmin(const qc_problem *p, qc_reason *why) {
+    return w4bw_ok(p, W4A16_SCHEME_FMIN, "w4a16.wgmma_bf16_fmin", why);
+}
 
 /* ---- registration ---- */
 
@@ -220,6 +267,7 @@ static int w4bw_el_asym(const qc_problem *p, qc_reason *why) {
     {"group_size", QC_PARAM_I64}
 static const qc_kernel_param w4bw_p_sym[] = {W4BW_HEAD, W4BW_TAIL};
 static const qc_kernel_param w4bw_p_asym[] = {W4BW_HEAD, {"w.zeros", QC_PARAM_PTR}, W4BW_TAIL};
+static const qc_kernel_param w4bw_p_fmin[] = {W4BW_HEAD, {"w.mins", QC_PARAM_PTR}, W4BW_TAIL};
 
 /* x in boxes of 64 rows x 64 k (128 bytes: the 128-byte swizzle span); a tile takes BM / 64 */
 static const qc_tensor_map_spec w4bw_maps[] = {
@@ -240,6 +288,8 @@ qc_status w4_register_wgmma_bf16_kernels(const qc_host_api *api, qc_host *host) 
          sizeof w4bw_p_sym / sizeof w4bw_p_sym[0], (void (*)(void))w4bw_ref_sym, w4bw_el_sym},
         {"w4a16.wgmma_bf16_asym", "qc_w4_wgmma_bf16_asym", W4BW_SRC_ASYM, w4bw_p_asym,
          sizeof w4bw_p_asym / sizeof w4bw_p_asym[0], (void (*)(void))w4bw_ref_asym, w4bw_el_asym},
+        {"w4a16.wgmma_bf16_fmin", "qc_w4_wgmma_bf16_fmin", W4BW_SRC_FMIN, w4bw_p_fmin,
+         sizeof w4bw_p_fmin / sizeof w4bw_p_fmin[0], (void (*)(void))w4bw_ref_fmin, w4bw_el_fmin},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         qc_kernel_desc d = {

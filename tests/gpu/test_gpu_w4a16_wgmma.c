@@ -44,7 +44,7 @@ static void correctness(ctx *c, kern *wg) {
             }
 }
 
-/* w4a16.wgmma_bf16_* (k % 64 == 0): the same kinds of shape, each tile height (QC_W4BW_BM) forced in turn and the
+/* w4a16.wgmma_bf16_* (sym, asym, fmin; k % 64 == 0): the same kinds of shape, each tile height (QC_W4BW_BM) forced in turn and the
  * plan's own; x boxes partly and wholly past m, several tiles a block, odd group counts a row */
 static void correctness_bf16(ctx *c, kern *bw) {
     static const struct {
@@ -62,7 +62,7 @@ static void correctness_bf16(ctx *c, kern *bw) {
     for (size_t b = 0; b < 4; b++) {
         if (bms[b]) setenv("QC_W4BW_BM", bms[b], 1);
         printf("  (w4a16.wgmma_bf16_* with QC_W4BW_BM=%s)\n", bms[b] ? bms[b] : "(plan)");
-        for (int s = 0; s < 2; s++)
+        for (int s = 0; s < 3; s++) /* sym, asym, fmin */
             for (uint32_t g = 32; g <= 128; g *= 2)
                 for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
                     int64_t n = cases[ci].n, k = cases[ci].k;
@@ -176,7 +176,7 @@ int main(void) {
         CHECK(st == QC_OK, "w4a16 plugin: %s", err);
         c.f = qc_format_find(c.rt, "w4a16");
         CHECK(c.f != NULL, "no w4a16 format");
-        kern wg[2], mma, bw[2];
+        kern wg[2], mma, bw[3];
         memset(wg, 0, sizeof wg);
         memset(bw, 0, sizeof bw);
         memset(&mma, 0, sizeof mma);
@@ -185,6 +185,7 @@ int main(void) {
             load_kernel(&c, &wg[1], "w4a16.wgmma_asym");
             load_kernel(&c, &bw[0], "w4a16.wgmma_bf16_sym");
             load_kernel(&c, &bw[1], "w4a16.wgmma_bf16_asym");
+            load_kernel(&c, &bw[2], "w4a16.wgmma_bf16_fmin");
             load_kernel(&c, &mma, "w4a16.mma_sym");
             double t0 = qc_now_seconds();
             if (!getenv("QC_W4_BF16_ONLY")) correctness(&c, wg);

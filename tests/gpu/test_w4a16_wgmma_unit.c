@@ -137,9 +137,16 @@ static void descriptors(qc_runtime *rt) {
         expect_refused(k, f, p, "arch");
         expect_refused(k, f, prob(16, 4096, 4096, 128, s), "m_range");
     }
-    /* fmin on sm_90 prefill falls back to the mma.sync GEMM */
+    /* fmin on sm_90 prefill: w4a16.wgmma_bf16_fmin where it makes enough tiles (m = 512 with n = 4096: 128 tiles of
+     * 128 rows), the mma.sync GEMM where it refuses (m = 100: 32 tiles; QC_W4_BF16=off) */
     const qc_kernel_desc *sel = engine_pick(rt, f, prob(512, 4096, 4096, 32, W4A16_SCHEME_FMIN));
-    CHECK(sel && strcmp(sel->id, "w4a16.mma_fmin") == 0, "fmin sm_90 m=512 chose %s", sel ? sel->id : "nothing");
+    CHECK(sel && strcmp(sel->id, "w4a16.wgmma_bf16_fmin") == 0, "fmin sm_90 m=512 chose %s", sel ? sel->id : "nothing");
+    sel = engine_pick(rt, f, prob(100, 4096, 4096, 32, W4A16_SCHEME_FMIN));
+    CHECK(sel && strcmp(sel->id, "w4a16.mma_fmin") == 0, "fmin sm_90 m=100 chose %s", sel ? sel->id : "nothing");
+    setenv("QC_W4_BF16", "off", 1);
+    sel = engine_pick(rt, f, prob(512, 4096, 4096, 32, W4A16_SCHEME_FMIN));
+    CHECK(sel && strcmp(sel->id, "w4a16.mma_fmin") == 0, "fmin QC_W4_BF16=off chose %s", sel ? sel->id : "nothing");
+    unsetenv("QC_W4_BF16");
 }
 
 /* The launch: grid <= 132 and <= tiles, 384 threads, shared memory within the H200's opt-in limit; split-K
@@ -243,6 +250,113 @@ static void references(qc_runtime *rt) {
             f->release(&pw);
         }
     free(w), free(y1), free(y2), free(xb);
+}
+
+/* w4a16.wgmma_bf16_*'s references against this test's own sum in double over weights rounded as the kernel does:
+ * bf16(bf16(s) (q - z)) (sym z = 8, asym) and bf16(bf16(d) (q - 8) + bf16(m + 8 d)) rounded once (fmin), the codes read from
+ * pack_version 2; within the f32 summation bound.  They also differ from the exact references (the rounding is
+ * there), by at most 2^-8 of sum |x w| (a weight moves by at most half a bf16 step twice). */
+static void references_bf16(qc_runtime *rt) {
+    const qc_format_desc *f = qc_format_find(rt, "w4a16");
+    if (!f) return;
+    static const char *const schemes[] = {"sym", "asym", "fmin"};
+    static const char *const ids[] = {"w4a16.wgmma_bf16_sym", "w4a16.wgmma_bf16_asym", "w4a16.wgmma_bf16_fmin"};
+    int64_t m = 5, n = 16, k = 256;
+    uint64_t rng = 29;
+    float *w = malloc(sizeof(float) * (size_t)(n * k)), *y = malloc(sizeof(float) * (size_t)(m * n));
+    uint16_t *xb = malloc(2 * (size_t)(m * k));
+    for (int64_t i = 0; i < n * k; i++) w[i] = qc_test_normal(&rng) * 0.1f + (i % 7 == 0 ? 0.3f : 0.0f);
+    for (int64_t i = 0; i < m * k; i++) xb[i] = qc_f32_to_bf16(qc_test_normal(&rng));
+    for (int s = 0; s < 3; s++)
+        for (uint32_t g = 32; g <= 128; g *= 2) {
+            const qc_kernel_desc *kd = qc_kernel_find(rt, ids[s]);
+            CHECK(kd != NULL, "%s is not registered", ids[s]);
+            qc_quant_request req = {.struct_size = sizeof req, .w = w, .n = n, .k = k, .group_size = g,
+                                    .scheme = schemes[s]};
+            qc_packed_weight pw;
+            memset(&pw, 0, sizeof pw);
+            pw.struct_size = sizeof pw;
+            qc_reason why;
+            if (!kd || f->quantize(&req, &pw, &why) != QC_OK) {
+                CHECK(kd == NULL, "quantize %s g%u: %s", schemes[s], g, why.text);
+                continue;
+            }
+            char names[QC_MAX_WEIGHT_BUFFERS][40];
+            void *ptrs[QC_MAX_WEIGHT_BUFFERS], *pxb = xb, *py = y;
+            const uint8_t *q8 = NULL, *z8 = NULL;
+            const uint16_t *s16 = NULL, *m16 = NULL;
+            int64_t g64 = g;
+            qc_named_arg a[16];
+            size_t na = 0;
+            for (uint32_t i = 0; i < pw.n_buffers; i++) {
+                snprintf(names[i], sizeof names[i], "w.%s", pw.buffers[i].name);
+                ptrs[i] = pw.buffers[i].data;
+                a[na++] = (qc_named_arg){names[i], &ptrs[i]};
+                if (!strcmp(pw.buffers[i].name, "qweight")) q8 = pw.buffers[i].data;
+                if (!strcmp(pw.buffers[i].name, "zeros")) z8 = pw.buffers[i].data;
+                if (!strcmp(pw.buffers[i].name, "scales")) s16 = pw.buffers[i].data;
+                if (!strcmp(pw.buffers[i].name, "mins")) m16 = pw.buffers[i].data;
+            }
+            a[na++] = (qc_named_arg){"x.bf16", &pxb};
+            a[na++] = (qc_named_arg){"y", &py};
+            a[na++] = (qc_named_arg){"m", &m};
+            a[na++] = (qc_named_arg){"n", &n};
+            a[na++] = (qc_named_arg){"k", &k};
+            a[na++] = (qc_named_arg){"group_size", &g64};
+            char err[256];
+            void *argv[16];
+            gt_poison(y, (size_t)(m * n) * 4);
+            qc_status st = qc_kernel_bind(kd, a, na, argv, 16, err, sizeof err);
+            if (st == QC_OK) st = qc_kernel_call_reference(kd, argv, err, sizeof err);
+            CHECK(st == QC_OK && q8 && s16 && (s != 1 || z8) && (s != 2 || m16), "%s g%u: %s", ids[s], g, err);
+            if (st != QC_OK || !q8 || !s16 || (s == 1 && !z8) || (s == 2 && !m16)) {
+                f->release(&pw);
+                continue;
+            }
+            int64_t ng = k / g, bad = 0, moved = 0;
+            double worst = 0, worst_exact = 0;
+            for (int64_t i = 0; i < m; i++)
+                for (int64_t j = 0; j < n; j++) {
+                    double acc = 0, mag = 0, exact = 0;
+                    for (int64_t t = 0; t < k; t++) {
+                        const unsigned i8 = (unsigned)(t & 7), nib = (i8 >> 1) + 4u * (i8 & 1u);
+                        const uint8_t byte = q8[j * (k / 2) + (t >> 3) * 4 + (nib >> 1)];
+                        const int qv = (nib & 1u) ? byte >> 4 : byte & 15;
+                        const int64_t gi = j * ng + t / g;
+                        const double sf = qc_f16_to_f32(s16[gi]), sb = qc_round_bf16((float)sf);
+                        double wv, we;
+                        if (s == 2) {
+                            const double mf = qc_f16_to_f32(m16[gi]);
+                            double ex = sb * (qv - 8) + qc_round_bf16((float)mf + 8.0f * (float)sf);
+                            int ee = 0;
+                            frexp(ex, &ee);
+                            wv = ex == 0 ? 0.0 : ldexp(nearbyint(ldexp(ex, 8 - ee)), ee - 8);
+                            we = (double)((float)(sf * qv) + (float)mf); /* the format: two f32 roundings */
+                        } else {
+                            const int zq = s == 1 ? (int)z8[gi] : 8;
+                            wv = qc_round_bf16((float)(sb * (qv - zq)));
+                            we = sf * (qv - zq);
+                        }
+                        const double xv = qc_bf16_to_f32(xb[i * k + t]);
+                        acc += xv * wv;
+                        exact += xv * we;
+                        mag += fabs(xv * we);
+                    }
+                    const double got = y[i * n + j], tol = (k + 1) * 0x1p-23 * mag + 1e-30;
+                    worst = fmax(worst, fabs(got - acc) / tol);
+                    worst_exact = fmax(worst_exact, fabs(got - exact) / (mag + 1e-30));
+                    bad += !(fabs(got - acc) <= tol);
+                    moved += fabs(got - exact) > tol;
+                }
+            printf("%s: %s g%u reference: worst |d|/tol %.3f against bf16-rounded weights; against the exact weights "
+                   "%.2e of sum |x w|, %lld of %lld outputs beyond the summation bound\n", TEST, ids[s], g, worst,
+                   worst_exact, (long long)moved, (long long)(m * n));
+            CHECK(bad == 0, "%s g%u: %lld outputs off the bf16-rounded sum", ids[s], g, (long long)bad);
+            CHECK(moved > 0 && worst_exact <= 0x1p-8, "%s g%u: rounding not visible (%lld) or too large (%.3g)", ids[s],
+                  g, (long long)moved, worst_exact);
+            f->release(&pw);
+        }
+    free(w), free(y), free(xb);
 }
 
 /* SASS of a cubin through nvdisasm (when on PATH): counts of HGMMA and of local-memory accesses. */
@@ -353,6 +467,7 @@ int main(void) {
         descriptors(rt);
         plan(rt);
         references(rt);
+        references_bf16(rt);
         compiles(rt);
         qc_runtime_close(rt);
     }
