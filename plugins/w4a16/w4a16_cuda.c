@@ -800,9 +800,9 @@ static void w4_gemv_dims(const qc_problem *p, qc_launch_dims *d) {
 
 /* ---- C references: exactly each kernel's parameters, x as bf16 bits ---- */
 
-static void w4_ref_bx(uint32_t scheme, const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales,
-                      const uint8_t *zeros, const uint16_t *mins, float *y, int64_t m, int64_t n, int64_t k,
-                      int64_t group_size) {
+void w4_ref_bx(uint32_t scheme, int bf16_weights, const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales,
+               const uint8_t *zeros, const uint16_t *mins, float *y, int64_t m, int64_t n, int64_t k,
+               int64_t group_size) {
     /* the host checks eligibility first; this only keeps a bad call in bounds */
     if (!xb || !qweight || !scales || !y || m <= 0 || group_size <= 0 || group_size > 128 ||
         !w4_shape_ok(n, k, (uint32_t)group_size, NULL) || (size_t)m > SIZE_MAX / sizeof(float) / (size_t)k)
@@ -812,29 +812,29 @@ static void w4_ref_bx(uint32_t scheme, const uint16_t *xb, const uint8_t *qweigh
     if (!x) return;
     for (size_t i = 0; i < (size_t)m * (size_t)k; i++) x[i] = qc_bf16_to_f32(xb[i]);
     w4_view v = {.n = n, .k = k, .g = (uint32_t)group_size, .scheme = scheme, .ng = k / group_size,
-                 .q = qweight, .s = scales, .z = zeros, .mn = mins};
+                 .q = qweight, .s = scales, .z = zeros, .mn = mins, .bf16_weights = bf16_weights};
     w4_linear(&v, x, y, m);
     free(x);
 }
 
 static void w4_ref_sym_bx(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, float *y, int64_t m,
                           int64_t n, int64_t k, int64_t group_size) {
-    w4_ref_bx(W4A16_SCHEME_SYM, xb, qweight, scales, NULL, NULL, y, m, n, k, group_size);
+    w4_ref_bx(W4A16_SCHEME_SYM, 0, xb, qweight, scales, NULL, NULL, y, m, n, k, group_size);
 }
 static void w4_ref_asym_bx(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, const uint8_t *zeros,
                            float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
-    w4_ref_bx(W4A16_SCHEME_ASYM, xb, qweight, scales, zeros, NULL, y, m, n, k, group_size);
+    w4_ref_bx(W4A16_SCHEME_ASYM, 0, xb, qweight, scales, zeros, NULL, y, m, n, k, group_size);
 }
 static void w4_ref_fmin_bx(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, const uint16_t *mins,
                            float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
-    w4_ref_bx(W4A16_SCHEME_FMIN, xb, qweight, scales, NULL, mins, y, m, n, k, group_size);
+    w4_ref_bx(W4A16_SCHEME_FMIN, 0, xb, qweight, scales, NULL, mins, y, m, n, k, group_size);
 }
 
 /* ---- eligibility ---- */
 
 /* What every w4a16 GPU kernel needs beyond the format's shape rules: its own
  * scheme (no act-order permutation yet) and the weight's real group size. */
-static int w4_gpu_takes(const qc_problem *p, uint32_t want, const char *id, qc_reason *why) {
+int w4_gpu_takes(const qc_problem *p, uint32_t want, const char *id, qc_reason *why) {
     uint32_t s = p->struct_size >= offsetof(qc_problem, scheme) + sizeof p->scheme ? p->scheme : 0;
     if (s == 0) s = W4A16_SCHEME_SYM;
     if (w4_scheme_ok(s) && (s & W4A16_SCHEME_PERM) && W4A16_SCHEME_BASE(s) == want) {
@@ -884,10 +884,8 @@ W4_GPU_ELIGIBLE(w4_el_mma_fmin, w4_mma_ok, W4A16_SCHEME_FMIN, "w4a16.mma_fmin")
 
 /* ---- parameters and registration ---- */
 
-#define GP_HEAD {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}
-#define GP_TAIL                                                                                           \
-    {"y", QC_PARAM_PTR}, {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64}, {"k", QC_PARAM_I64},                   \
-    {"group_size", QC_PARAM_I64}
+#define GP_HEAD W4_GP_HEAD
+#define GP_TAIL W4_GP_TAIL
 static const qc_kernel_param w4_gp_sym[] = {GP_HEAD, GP_TAIL};
 static const qc_kernel_param w4_gp_asym[] = {GP_HEAD, {"w.zeros", QC_PARAM_PTR}, GP_TAIL};
 static const qc_kernel_param w4_gp_fmin[] = {GP_HEAD, {"w.mins", QC_PARAM_PTR}, GP_TAIL};

@@ -99,6 +99,34 @@ void w4_dequant_row(const w4_view *v, int64_t j, int64_t t0, int64_t len, float 
 /* The same, element i going to dst[i * stride]. */
 void w4_dequant_row_strided(const w4_view *v, int64_t j, int64_t t0, int64_t len, float *dst, int64_t stride);
 
+/* What every w4a16 GPU kernel needs beyond the format's shape rules: its own scheme `want` (no act-order
+ * permutation), the weight's real group size, the shape rules; 0 with `why` filled (w4a16_cuda.c). */
+int w4_gpu_takes(const qc_problem *p, uint32_t want, const char *id, qc_reason *why);
+/* The parameters the GPU kernels share: x, codes and scales first, then (after zeros or mins) y and the sizes. */
+#define W4_GP_HEAD {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}
+#define W4_GP_TAIL                                                                                        \
+    {"y", QC_PARAM_PTR}, {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64}, {"k", QC_PARAM_I64},                   \
+    {"group_size", QC_PARAM_I64}
+
+/* The GPU kernels' C reference: y = x W^T with x as bf16 bits and the scheme's buffers (zeros, mins NULL when
+ * the scheme has none); bf16_weights 1: weights rounded as w4a16.wgmma_bf16_* forms them (w4a16_cuda.c). */
+void w4_ref_bx(uint32_t scheme, int bf16_weights, const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales,
+               const uint8_t *zeros, const uint16_t *mins, float *y, int64_t m, int64_t n, int64_t k,
+               int64_t group_size);
+
+/* One sm_90a prefill GEMM of w4a16 (w4a16_wgmma.c registers the rows it is given: M 17.., arch 90 only, x through
+ * a 64 x 64 tensor map with the 128-byte swizzle, as both Hopper GEMMs take it). */
+typedef struct w4_sm90_row {
+    const char *id, *entry, *source;
+    const qc_kernel_param *params;
+    uint32_t n_params;
+    void (*reference)(void);
+    int (*eligible)(const qc_problem *, qc_reason *);
+} w4_sm90_row;
+qc_status w4_register_sm90(const qc_host_api *api, qc_host *host, const w4_sm90_row *rows, size_t n_rows,
+                           void (*launch_dims)(const qc_problem *, qc_launch_dims *), const char *const *xopts,
+                           uint64_t (*workspace_bytes)(const qc_problem *));
+
 /* v rounded once to bf16 (RNE, subnormals kept, overflow to inf); v exact in double (w4a16.c). */
 float w4_round_bf16_exact(double v);
 

@@ -583,55 +583,23 @@ static void w4w_dims(const qc_problem *p, qc_launch_dims *d) {
 
 /* ---- C references: exactly each kernel's parameters, x as bf16 bits ---- */
 
-static void w4w_ref(uint32_t scheme, const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales,
-                    const uint8_t *zeros, float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
-    /* (the kernels' "work" is theirs alone: the references take it and leave it alone) */
-    /* the host checks eligibility first; this only keeps a bad call in bounds */
-    if (!xb || !qweight || !scales || !y || m <= 0 || group_size <= 0 || group_size > 128 ||
-        !w4_shape_ok(n, k, (uint32_t)group_size, NULL) || (size_t)m > SIZE_MAX / sizeof(float) / (size_t)k)
-        return;
-    if (scheme == W4A16_SCHEME_ASYM && !zeros) return;
-    float *x = malloc((size_t)m * (size_t)k * sizeof(float));
-    if (!x) return;
-    for (size_t i = 0; i < (size_t)m * (size_t)k; i++) x[i] = qc_bf16_to_f32(xb[i]);
-    w4_view v = {.n = n, .k = k, .g = (uint32_t)group_size, .scheme = scheme, .ng = k / group_size,
-                 .q = qweight, .s = scales, .z = zeros};
-    w4_linear(&v, x, y, m);
-    free(x);
-}
-
 static void w4w_ref_sym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, float *y, int64_t m,
                         int64_t n, int64_t k, int64_t group_size, void *work) {
-    (void)work;
-    w4w_ref(W4A16_SCHEME_SYM, xb, qweight, scales, NULL, y, m, n, k, group_size);
+    (void)work; /* the kernels' "work" is theirs alone: the references take it and leave it alone */
+    w4_ref_bx(W4A16_SCHEME_SYM, 0, xb, qweight, scales, NULL, NULL, y, m, n, k, group_size);
 }
 static void w4w_ref_asym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, const uint8_t *zeros,
                          float *y, int64_t m, int64_t n, int64_t k, int64_t group_size, void *work) {
     (void)work;
-    w4w_ref(W4A16_SCHEME_ASYM, xb, qweight, scales, zeros, y, m, n, k, group_size);
+    w4_ref_bx(W4A16_SCHEME_ASYM, 0, xb, qweight, scales, zeros, NULL, y, m, n, k, group_size);
 }
 
 /* ---- eligibility ---- */
 
 static int w4w_ok(const qc_problem *p, uint32_t want, const char *id, qc_reason *why) {
-    uint32_t s = p->struct_size >= offsetof(qc_problem, scheme) + sizeof p->scheme ? p->scheme : 0;
-    if (s == 0) s = W4A16_SCHEME_SYM;
-    if (w4_scheme_ok(s) && (s & W4A16_SCHEME_PERM) && W4A16_SCHEME_BASE(s) == want) {
-        w4_why(why, "perm", "%s does not take act-order weights (scheme %s): the stored K order needs x permuted",
-               id, w4_scheme_name(s));
-        return 0;
-    }
-    if (s != want) {
-        w4_why(why, "scheme", "%s takes scheme %s only (fmin has its own GEMM), the weight is %s (0x%x)", id,
-               w4_scheme_name(want), w4_scheme_name(s), s);
-        return 0;
-    }
-    if (!w4_group_ok(p->group_size)) {
-        w4_why(why, "group", "%s needs the weight's group size (32, 64 or 128), problem has %u", id, p->group_size);
-        return 0;
-    }
-    /* k a multiple of 32 and of g, n of 8, both below 2^31 (the TMA coordinates and the row clamps) */
-    if (!w4_shape_ok(p->n, p->k, p->group_size, why)) return 0;
+    /* scheme (fmin has its own GEMM), act order, group, and k a multiple of 32 and of g, n of 8, both below
+     * 2^31 (the TMA coordinates and the row clamps) */
+    if (!w4_gpu_takes(p, want, id, why)) return 0;
     if (p->m < 1 || p->m > (1ll << 31) - 128) {
         w4_why(why, "m_range", "%s takes 1 <= m < 2^31 - 128 (32-bit TMA row coordinates), batch has m = %lld", id,
                (long long)p->m);
@@ -649,10 +617,8 @@ static int w4w_el_asym(const qc_problem *p, qc_reason *why) {
 
 /* ---- parameters, tensor map and registration ---- */
 
-#define W4W_HEAD {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}
-#define W4W_TAIL                                                                                          \
-    {"y", QC_PARAM_PTR}, {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64}, {"k", QC_PARAM_I64},                   \
-    {"group_size", QC_PARAM_I64}, {"work", QC_PARAM_PTR}
+#define W4W_HEAD W4_GP_HEAD
+#define W4W_TAIL W4_GP_TAIL, {"work", QC_PARAM_PTR}
 static const qc_kernel_param w4w_p_sym[] = {W4W_HEAD, W4W_TAIL};
 static const qc_kernel_param w4w_p_asym[] = {W4W_HEAD, {"w.zeros", QC_PARAM_PTR}, W4W_TAIL};
 
@@ -679,19 +645,19 @@ static const char *const *w4w_extra_opts(void) {
 qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host) {
     const char *const *xopts = w4w_extra_opts();
     g_w4w_split_max = qc_env_int("w4a16", "QC_W4W_SPLIT", 1, W4W_SPLIT_MAX, W4W_SPLIT_MAX);
-    static const struct {
-        const char *id, *entry, *source;
-        const qc_kernel_param *params;
-        uint32_t n_params;
-        void (*reference)(void);
-        int (*eligible)(const qc_problem *, qc_reason *);
-    } rows[] = {
+    static const w4_sm90_row rows[] = {
         {"w4a16.wgmma_sym", "qc_w4_wgmma_sym", W4W_SRC_SYM, w4w_p_sym, sizeof w4w_p_sym / sizeof w4w_p_sym[0],
          (void (*)(void))w4w_ref_sym, w4w_el_sym},
         {"w4a16.wgmma_asym", "qc_w4_wgmma_asym", W4W_SRC_ASYM, w4w_p_asym, sizeof w4w_p_asym / sizeof w4w_p_asym[0],
          (void (*)(void))w4w_ref_asym, w4w_el_asym},
     };
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    return w4_register_sm90(api, host, rows, sizeof rows / sizeof rows[0], w4w_dims, xopts, w4w_workspace);
+}
+
+qc_status w4_register_sm90(const qc_host_api *api, qc_host *host, const w4_sm90_row *rows, size_t n_rows,
+                           void (*launch_dims)(const qc_problem *, qc_launch_dims *), const char *const *xopts,
+                           uint64_t (*workspace_bytes)(const qc_problem *)) {
+    for (size_t i = 0; i < n_rows; i++) {
         qc_kernel_desc d = {
             .struct_size = sizeof d,
             .id = rows[i].id,
@@ -706,11 +672,11 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host) {
             .cuda_source = rows[i].source,
             .cuda_entry = rows[i].entry,
             .nvrtc_options = xopts,
-            .launch_dims = w4w_dims,
+            .launch_dims = launch_dims,
             .eligible = rows[i].eligible,
             .n_tensor_maps = sizeof w4w_maps / sizeof w4w_maps[0],
             .tensor_maps = w4w_maps,
-            .workspace_bytes = w4w_workspace,
+            .workspace_bytes = workspace_bytes,
         };
         qc_status st = api->register_kernel(host, &d);
         if (st != QC_OK) return st;

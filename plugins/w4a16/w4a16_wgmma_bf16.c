@@ -171,33 +171,17 @@ static void w4bw_dims(const qc_problem *p, qc_launch_dims *d) { qc_ra_gemm_dims(
 
 /* ---- C references: exactly each kernel's parameters, x as bf16 bits, weights rounded as the kernel does ---- */
 
-static void w4bw_ref(uint32_t scheme, const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales,
-                     const uint8_t *zeros, const uint16_t *mins, float *y, int64_t m, int64_t n, int64_t k,
-                     int64_t group_size) {
-    /* the host checks eligibility first; this only keeps a bad call in bounds */
-    if (!xb || !qweight || !scales || !y || m <= 0 || group_size <= 0 || group_size > 128 ||
-        !w4_shape_ok(n, k, (uint32_t)group_size, NULL) || (size_t)m > SIZE_MAX / sizeof(float) / (size_t)k)
-        return;
-    if ((scheme == W4A16_SCHEME_ASYM && !zeros) || (scheme == W4A16_SCHEME_FMIN && !mins)) return;
-    float *x = malloc((size_t)m * (size_t)k * sizeof(float));
-    if (!x) return;
-    for (size_t i = 0; i < (size_t)m * (size_t)k; i++) x[i] = qc_bf16_to_f32(xb[i]);
-    w4_view v = {.n = n, .k = k, .g = (uint32_t)group_size, .scheme = scheme, .ng = k / group_size,
-                 .q = qweight, .s = scales, .z = zeros, .mn = mins, .bf16_weights = 1};
-    w4_linear(&v, x, y, m);
-    free(x);
-}
 static void w4bw_ref_sym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, float *y, int64_t m,
                          int64_t n, int64_t k, int64_t group_size) {
-    w4bw_ref(W4A16_SCHEME_SYM, xb, qweight, scales, NULL, NULL, y, m, n, k, group_size);
+    w4_ref_bx(W4A16_SCHEME_SYM, 1, xb, qweight, scales, NULL, NULL, y, m, n, k, group_size);
 }
 static void w4bw_ref_asym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, const uint8_t *zeros,
                           float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
-    w4bw_ref(W4A16_SCHEME_ASYM, xb, qweight, scales, zeros, NULL, y, m, n, k, group_size);
+    w4_ref_bx(W4A16_SCHEME_ASYM, 1, xb, qweight, scales, zeros, NULL, y, m, n, k, group_size);
 }
 static void w4bw_ref_fmin(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, const uint16_t *mins,
                           float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
-    w4bw_ref(W4A16_SCHEME_FMIN, xb, qweight, scales, NULL, mins, y, m, n, k, group_size);
+    w4_ref_bx(W4A16_SCHEME_FMIN, 1, xb, qweight, scales, NULL, mins, y, m, n, k, group_size);
 }
 
 /* ---- eligibility ---- */
@@ -209,23 +193,7 @@ static int w4bw_ok(const qc_problem *p, uint32_t want, const char *id, qc_reason
         w4_why(why, "disabled", "%s is turned off (QC_W4_BF16=off): w4a16.wgmma_* keeps the exact products", id);
         return 0;
     }
-    uint32_t s = p->struct_size >= offsetof(qc_problem, scheme) + sizeof p->scheme ? p->scheme : 0;
-    if (s == 0) s = W4A16_SCHEME_SYM;
-    if (w4_scheme_ok(s) && (s & W4A16_SCHEME_PERM) && W4A16_SCHEME_BASE(s) == want) {
-        w4_why(why, "perm", "%s does not take act-order weights (scheme %s): the stored K order needs x permuted",
-               id, w4_scheme_name(s));
-        return 0;
-    }
-    if (s != want) {
-        w4_why(why, "scheme", "%s takes scheme %s only, the weight is %s (0x%x)", id, w4_scheme_name(want),
-               w4_scheme_name(s), s);
-        return 0;
-    }
-    if (!w4_group_ok(p->group_size)) {
-        w4_why(why, "group", "%s needs the weight's group size (32, 64 or 128), problem has %u", id, p->group_size);
-        return 0;
-    }
-    if (!w4_shape_ok(p->n, p->k, p->group_size, why)) return 0;
+    if (!w4_gpu_takes(p, want, id, why)) return 0; /* scheme, act order, group, shape */
     if (p->k % 64) {
         w4_why(why, "align_k", "%s takes k in stages of 64 (k = %lld; w4a16.wgmma_* takes k %% 32)", id,
                (long long)p->k);
@@ -261,29 +229,16 @@ static int w4bw_el_fmin(const qc_problem *p, qc_reason *why) {
 
 /* ---- registration ---- */
 
-#define W4BW_HEAD {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}
-#define W4BW_TAIL                                                                                          \
-    {"y", QC_PARAM_PTR}, {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64}, {"k", QC_PARAM_I64},                    \
-    {"group_size", QC_PARAM_I64}
+#define W4BW_HEAD W4_GP_HEAD
+#define W4BW_TAIL W4_GP_TAIL
 static const qc_kernel_param w4bw_p_sym[] = {W4BW_HEAD, W4BW_TAIL};
 static const qc_kernel_param w4bw_p_asym[] = {W4BW_HEAD, {"w.zeros", QC_PARAM_PTR}, W4BW_TAIL};
 static const qc_kernel_param w4bw_p_fmin[] = {W4BW_HEAD, {"w.mins", QC_PARAM_PTR}, W4BW_TAIL};
 
-/* x in boxes of 64 rows x 64 k (128 bytes: the 128-byte swizzle span); a tile takes BM / 64 */
-static const qc_tensor_map_spec w4bw_maps[] = {
-    {"x.bf16", QC_DT_BF16, "m", "k", 64, 64, 128},
-};
-
 /* Registered before w4a16.wgmma_sym / _asym (same arch and M range): the engine's tie-break is registration
  * order, so these run on sm_90 unless refused. */
 qc_status w4_register_wgmma_bf16_kernels(const qc_host_api *api, qc_host *host) {
-    static const struct {
-        const char *id, *entry, *source;
-        const qc_kernel_param *params;
-        uint32_t n_params;
-        void (*reference)(void);
-        int (*eligible)(const qc_problem *, qc_reason *);
-    } rows[] = {
+    static const w4_sm90_row rows[] = {
         {"w4a16.wgmma_bf16_sym", "qc_w4_wgmma_bf16_sym", W4BW_SRC_SYM, w4bw_p_sym,
          sizeof w4bw_p_sym / sizeof w4bw_p_sym[0], (void (*)(void))w4bw_ref_sym, w4bw_el_sym},
         {"w4a16.wgmma_bf16_asym", "qc_w4_wgmma_bf16_asym", W4BW_SRC_ASYM, w4bw_p_asym,
@@ -291,27 +246,5 @@ qc_status w4_register_wgmma_bf16_kernels(const qc_host_api *api, qc_host *host) 
         {"w4a16.wgmma_bf16_fmin", "qc_w4_wgmma_bf16_fmin", W4BW_SRC_FMIN, w4bw_p_fmin,
          sizeof w4bw_p_fmin / sizeof w4bw_p_fmin[0], (void (*)(void))w4bw_ref_fmin, w4bw_el_fmin},
     };
-    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
-        qc_kernel_desc d = {
-            .struct_size = sizeof d,
-            .id = rows[i].id,
-            .format = "w4a16",
-            .phases = QC_PHASE_ANY,
-            .m_min = 17, /* the GEMVs take m <= 16 */
-            .m_max = (1ll << 31) - 128,
-            .arch = {90, 90}, /* sm_90a only: wgmma and setmaxnreg */
-            .n_params = rows[i].n_params,
-            .params = rows[i].params,
-            .reference = rows[i].reference,
-            .cuda_source = rows[i].source,
-            .cuda_entry = rows[i].entry,
-            .launch_dims = w4bw_dims,
-            .eligible = rows[i].eligible,
-            .n_tensor_maps = sizeof w4bw_maps / sizeof w4bw_maps[0],
-            .tensor_maps = w4bw_maps,
-        };
-        qc_status st = api->register_kernel(host, &d);
-        if (st != QC_OK) return st;
-    }
-    return QC_OK;
+    return w4_register_sm90(api, host, rows, sizeof rows / sizeof rows[0], w4bw_dims, NULL, NULL);
 }
