@@ -1,4 +1,4 @@
-/* test_mxfp4_unit.c - mxfp4 GPU kernels without a GPU: descriptors, selection and refusals, the bf16-x reference, NVRTC builds per arch. */
+/* test_mxfp4_unit.c - mxfp4 GPU kernels without a GPU: descriptors, selection and refusals, mxfp4.wgmma's launch plan, the bf16-x reference, NVRTC builds per arch. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <unistd.h>
@@ -109,6 +109,63 @@ static void descriptors(qc_runtime *rt) {
     mm->launch_dims(&p, &d);
     CHECK(d.grid[0] == 33 && d.grid[1] == 8 && d.block[0] == 256 && d.shared_bytes == 98304, "mma dims %u %u",
           d.grid[0], d.grid[1]);
+}
+
+/* mxfp4.wgmma (sm_90a): its descriptor, refusals, and the launch plan (tile height from waves x per-tile cost, told
+ * to the device by the ring size; plugins/common/qc_ra_gemm_src.h). */
+static void wgmma_desc(qc_runtime *rt) {
+    const qc_format_desc *f = qc_format_find(rt, "mxfp4");
+    const qc_kernel_desc *k = qc_kernel_find(rt, "mxfp4.wgmma"), *mm = qc_kernel_find(rt, "mxfp4.linear_mma");
+    CHECK(f && k && mm, "mxfp4.wgmma or mxfp4.linear_mma is not registered");
+    if (!f || !k || !mm) return;
+    CHECK(k->n_params == mm->n_params && k->reference == mm->reference && k->m_min == 17 && k->arch.min_sm == 90 &&
+              k->arch.max_sm == 90 && k->cuda_source && k->launch_dims && k->eligible,
+          "mxfp4.wgmma descriptor: %u params, M %lld.., arch %u..%u", k->n_params, (long long)k->m_min,
+          k->arch.min_sm, k->arch.max_sm);
+    for (uint32_t j = 0; j < k->n_params && j < mm->n_params; j++)
+        CHECK(strcmp(k->params[j].name, mm->params[j].name) == 0, "param %u: %s", j, k->params[j].name);
+    CHECK(k->n_tensor_maps == 1 && strcmp(k->tensor_maps[0].param, "x.bf16") == 0 &&
+              k->tensor_maps[0].box_rows == 64 && k->tensor_maps[0].box_cols == 64 &&
+              k->tensor_maps[0].swizzle_bytes == 128,
+          "mxfp4.wgmma tensor map");
+    qc_reason why;
+    qc_problem p = prob(90, 2048, 4096, 4096);
+    CHECK(qc_select_kernel(k, f, &p, 1, &why) == 1, "refused on sm_90 m=2048: %s", why.text);
+    p = prob(89, 2048, 4096, 4096);
+    CHECK(qc_select_kernel(k, f, &p, 1, &why) == 0 && strcmp(why.code, "arch") == 0, "sm_89: %s", why.code);
+    p = prob(90, 16, 4096, 4096);
+    CHECK(qc_select_kernel(k, f, &p, 1, &why) == 0 && strcmp(why.code, "m_range") == 0, "m=16: %s", why.code);
+    p = prob(90, 128, 4096, 4128); /* k % 64 == 32: mxfp4.linear_mma takes it */
+    CHECK(k->eligible(&p, &why) == 0 && strcmp(why.code, "align_k") == 0, "k=4128: %s", why.code);
+    CHECK(mm->eligible(&p, &why) == 1, "linear_mma refused k=4128: %s", why.text);
+    /* the plan: ring bytes 16 x 13 KiB, 10 x 21 KiB, 6 x 37 KiB (+1 KiB to align), within the 227 KiB opt-in with the
+     * 1 KiB of static barriers; grid min(tiles, 132), 384 threads */
+    static const struct {
+        int64_t m, n;
+        const char *force;
+        uint32_t smem, grid;
+    } plans[] = {
+        {17, 4096, NULL, 16 * 13312 + 1024, 32},     /* m <= 64: 64 rows, 32 tiles */
+        {100, 4096, NULL, 10 * 21504 + 1024, 32},    /* 128 rows: 1 x 32 tiles */
+        {512, 4096, NULL, 10 * 21504 + 1024, 128},   /* 128: 4 x 32 tiles in one wave, 256 would be 2 x 32 */
+        {1024, 4096, NULL, 6 * 37888 + 1024, 128},   /* 256: 4 x 32, one wave either way, the wider tile cheaper */
+        {1024, 6144, NULL, 6 * 37888 + 1024, 132},   /* a tie (2 waves of 256 or 3 of 128): the wider tile */
+        {2048, 28672, NULL, 6 * 37888 + 1024, 132},
+        {2048, 4096, "64", 16 * 13312 + 1024, 132},  /* QC_MXW_BM forces it */
+        {2048, 4096, "512", 6 * 37888 + 1024, 132},  /* not a height: ignored */
+    };
+    for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
+        if (plans[i].force) setenv("QC_MXW_BM", plans[i].force, 1);
+        qc_launch_dims d;
+        p = prob(90, plans[i].m, plans[i].n, 4096);
+        k->launch_dims(&p, &d);
+        unsetenv("QC_MXW_BM");
+        CHECK(d.shared_bytes == plans[i].smem && d.grid[0] == plans[i].grid && d.grid[1] == 1 && d.block[0] == 384 &&
+                  d.shared_bytes + 1024 <= 232448,
+              "plan m=%lld n=%lld%s%s: smem %u grid %u (want %u, %u)", (long long)plans[i].m, (long long)plans[i].n,
+              plans[i].force ? " QC_MXW_BM=" : "", plans[i].force ? plans[i].force : "", d.shared_bytes, d.grid[0],
+              plans[i].smem, plans[i].grid);
+    }
 }
 
 /* The bf16-x reference equals the f32-x one (mxfp4.linear_ref) on x that is bf16 already, bit for bit. */
@@ -315,7 +372,7 @@ static void compiles(qc_runtime *rt) {
         const char *id;
         int sm, specific;
     } builds[] = {{"mxfp4.gemv", 80, 0},        {"mxfp4.gemv", 90, 1},        {"mxfp4.linear_mma", 80, 0},
-                  {"mxfp4.linear_mma", 90, 1},  {"mxfp4.gemv_sm100", 100, 1}};
+                  {"mxfp4.linear_mma", 90, 1},  {"mxfp4.gemv_sm100", 100, 1}, {"mxfp4.wgmma", 90, 1}};
     for (size_t i = 0; i < sizeof builds / sizeof builds[0]; i++) {
         const qc_kernel_desc *k = qc_kernel_find(rt, builds[i].id);
         if (!k) continue;
@@ -361,6 +418,7 @@ int main(void) {
     CHECK(rt != NULL, "%s", err);
     if (rt) {
         descriptors(rt);
+        wgmma_desc(rt);
         reference(rt);
         compiles(rt);
         qc_runtime_close(rt);
