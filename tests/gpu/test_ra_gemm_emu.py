@@ -4,8 +4,9 @@
 # (qc_ra_go); qc_ra_tile and the persistent tile walk; the producer warpgroup's stage (x boxes of 64 rows, those
 # wholly past m not loaded; W row halves swapped on every other 4-row group, rows clamped to n - 1; the format's
 # metadata words at pt * 4, + 512 for the second); each consumer thread's lane mapping and its format's build() with
-# the same bit operations (MxDec: mxw_pair, mxw_f1 / mxw_f2, the warp vote `big`; W4Bf16<ASYM>: w4bw_s2, the lop3
-# and the two bf16x2 fmas of w4bw_deq); fma.rn.bf16x2 emulated exactly (the product in float64, one round to nearest
+# the same bit operations (MxDec: mxw_pair, mxw_f1 / mxw_f2, the warp vote `big`; W4Bf16<MODE> for MODE 0 sym, 1 asym
+# and 2 fmin: w4bw_s2, the lop3 and the two bf16x2 fmas of w4bw_deq, fmin's w4bw_c2 (m + 8 d in f32, then bf16) and
+# w4bw_fmin); fma.rn.bf16x2 emulated exactly (the product and sum in float64, checked exact, one round to nearest
 # even, bf16 subnormals kept, overflow to inf, the -0 addend); the ring of ST stages with its mbarriers
 # (wgmma_replay.py's MBar and scheduler: the producer warpgroup and each consumer warpgroup are actors, each x box and
 # each producer warp's cp.asyncs land as separate events, under eager, lazy, random and starved interleavings); the
@@ -16,7 +17,8 @@
 # apart (each warpgroup is one actor; a producer warp's 32 cp.async arrivals come together), memory ordering, the
 # 128-byte swizzle's byte placement, f32 rounding and overflow in the accumulator.
 # Checked: every A fragment bit for bit against the format's defined weights (mxfp4: E2M1 * 2^(e-127), inf past
-# bf16, NaN for e = 255; w4a16: bf16_rn(bf16_rn(s) (q - z)), rounded here by another method); y against a float64
+# bf16, NaN for e = 255; w4a16: bf16_rn(bf16_rn(s) (q - z)), rounded here by another method; fmin: bf16_rn(bf16(d)
+# (q - 8) + bf16(f32(m) + 8 d)), one rounding of the exact value, done here in integers); y against a float64
 # x . W^T (within 1e-9 of sum |x w|, NaN and inf positions exact); every output written once; no deadlock; no stage
 # read before it landed or overwritten under a wgmma; no copy out of bounds or misaligned; y bitwise equal across
 # interleavings.  Deliberate bugs are injected at the end and each must be caught.  Exit 77 (skip) without numpy.
@@ -137,7 +139,7 @@ def bf16_round(v, mode="rn"):
 
 def fma_bf16x2(a, b, c, mode="rn"):
     """fma.rn.bf16x2: per 16-bit half, a * b + c computed exactly (the products of two bf16 are exact in float64, and
-    the addends used here, -0 and -(128 + z), add exactly), then one rounding to bf16."""
+    the addends used here, -0, -(128 + z) and fmin's bf16 centre, add exactly: checked), then one rounding to bf16."""
     a, b, c = np.asarray(a, np.int64), np.asarray(b, np.int64), np.asarray(c, np.int64)
     out = 0
     with np.errstate(all="ignore"):
@@ -265,7 +267,7 @@ class MxFmt:
         return a
 
 
-# ---- w4a16.wgmma_bf16_sym / _asym (plugins/w4a16/w4a16_wgmma_bf16.c): W4Bf16<ASYM> ----------------------------------
+# ---- w4a16.wgmma_bf16_sym / _asym / _fmin (plugins/w4a16/w4a16_wgmma_bf16.c): W4Bf16<MODE> --------------------------
 def w4bw_s2(h, mut):  # cvt.f32.f16, then cvt.rn.bf16x2.f32 of it twice
     return bf16_round(f16_val(h), "rz" if "w4_s2rz" in mut else "rn") * 0x10001
 
@@ -276,25 +278,67 @@ def w4bw_deq(w, sh, negz, s2, mut):  # nibbles t and t + 4 of w (sh = 4t) -> bf1
     return fma_bf16x2(d, s2, 0x80008000, "rz" if "w4_rz" in mut else "rn")
 
 
+def w4bw_c2(mh, dh, mut):  # fmin: bf16x2 of the f16 pair's centre m + 8 d (__fadd_rn in f32, 8 d exact), then RN
+    if "w4_fmc" in mut:  # the centre without 8 d: bf16(m)
+        return w4bw_s2(mh, mut)
+    with np.errstate(all="ignore"):
+        c = f16_val(mh).astype(np.float32) + np.float32(8) * f16_val(dh).astype(np.float32)  # float32 add: RN
+    return bf16_round(c.astype(np.float64)) * 0x10001
+
+
+def w4bw_fmin(w, sh, d2, c2, mut):  # fmin: bf16x2 of d (q - 8) + (m + 8 d), one rounding
+    v = ((w >> sh) & 0x000F000F) | 0x43004300  # lop3 0xEA: 128 + q
+    qb = fma_bf16x2(v, 0x3F803F80, 0xC300C300 if "w4_fm128" in mut else 0xC308C308)  # q - 8, exact
+    return fma_bf16x2(qb, d2, c2, "rz" if "w4_rz" in mut else "rn")
+
+
+def fmin_weight_bits(d16, m16, q):
+    """fmin's defined weights as bf16 bits: bf16_rn(bf16(d) (q - 8) + bf16(f32(m) + 8 f32(d))) with one rounding of
+    the exact value (w4_round_bf16_exact), rounded here in integers: every term is a multiple of 2^-24 (the f16
+    quantum, which bf16 and f32 roundings of f16-derived values keep) and small, so the value is N 2^-24 with N an
+    int64 below 2^52 (both asserted); N is cut to 8 significant bits, half to even.  d16, m16 are float16 arrays broadcast against the codes q."""
+    db = bf16_val(bf16_ref_bits(d16.astype(np.float32)))
+    c32 = m16.astype(np.float32) + np.float32(8) * d16.astype(np.float32)  # the f32 centre (rounded to nearest)
+    cb = bf16_val(bf16_ref_bits(c32))
+    v = db * (np.asarray(q) - 8) + cb  # exact in float64: checked through N below
+    N = np.ldexp(v, 24)
+    assert (np.abs(N) < 2.0 ** 52).all() and (N == np.round(N)).all(), "fmin_weight_bits: not a multiple of 2^-24"
+    N = N.astype(np.int64)
+    a = np.abs(N)
+    nbits = np.frexp(a.astype(np.float64))[1]  # bit length of |N| (exact below 2^53)
+    cut = np.maximum(nbits - 8, 0)
+    keep, rem = a >> cut, a & ((np.int64(1) << cut) - 1)
+    half = np.where(cut > 0, np.int64(1) << np.maximum(cut - 1, 0), 1)  # cut 0: rem is 0, nothing to round
+    keep = keep + ((rem > half) | ((rem == half) & ((keep & 1) == 1)))
+    r = np.ldexp((keep << cut).astype(np.float64), -24)  # at most 9 significant bits: exact in f32
+    bits = (r.astype(np.float32).view(np.uint32) >> 16).astype(np.int64)
+    return bits | np.where(N < 0, 0x8000, 0)  # an exact 0 is +0, as the fma's round to nearest gives it
+
+
+# fmin groups set apart from the random d > 0, m ~ -8 d (row, group, d, m / d or, with "abs", m itself): the centre
+# m + 8 d rounded in f32 (an f16 subnormal d under m = 1000), exactly 0, m far above or below -8 d, m = -0, a large d
+FMIN_SPECIALS = [(0, 0, 2.0 ** -20, (1000.0, "abs")), (1, -1, 0.75, -8.0), (2, 0, 0.01, 3.0), (3, 1, 0.002, -40.0),
+                 (4, 0, 0.03, (-0.0, "abs")), (5, -1, 300.0, (-2000.0, "abs")), (6, 1, 2.0 ** -14, -7.0)]
+
+
 class W4Fmt:
-    """W4Bf16<MODE>, MODE 0 (sym) or 1 (asym).  pack_version 2: row j's elements 8w..8w+7 in its little-endian
-    word w, element 8w + i at nibble (i >> 1) + 4 (i & 1); scales f16 [n, k/g], zeros u8 [n, k/g] (asym; sym means
-    z = 8)."""
+    """W4Bf16<MODE>, MODE 0 (sym), 1 (asym) or 2 (fmin; `asym` is the mode: False / 0, True / 1 or 2).  pack_version
+    2: row j's elements 8w..8w+7 in its little-endian word w, element 8w + i at nibble (i >> 1) + 4 (i & 1); scales
+    f16 [n, k/g], zeros u8 [n, k/g] (asym; sym means z = 8), fmin: scales d and mins m f16 [n, k/g] (w = d q + m)."""
 
     def __init__(self, rng, n, k, g, asym):
-        self.n, self.k, self.g, self.asym = n, k, g, asym
-        self.mode = 1 if asym else 0  # W4Bf16<0> sym, W4Bf16<1> asym (2, fmin, is not replayed)
+        self.mode = int(asym)  # W4Bf16<0> sym, W4Bf16<1> asym, W4Bf16<2> fmin
+        self.n, self.k, self.g, self.asym = n, k, g, self.mode == 1
         self.gsh = 5 if g == 32 else 6 if g == 64 else 7  # the kernel's {q, s, z, gs == 32 ? 5 : gs == 64 ? 6 : 7}
         ng = k // g
         q = rng.integers(0, 16, (n, k))
+        if self.mode == 2:
+            self._fmin(rng, n, k, g, q)
+            return
         s = (rng.normal(size=(n, ng)) * np.exp2(rng.integers(-8, 2, (n, ng)))).astype(np.float16)
         s[0, 0], s[1 % n, ng - 1] = np.float16(2.0 ** -20), np.float16(-0.0)  # an f16 subnormal, a -0 scale
         z = rng.integers(0, 16, (n, ng)) if asym else np.full((n, ng), 8)
-        qb = np.zeros((n, k // 2), np.uint8)
-        for i in range(8):
-            p = (i >> 1) + 4 * (i & 1)  # nibble p of word w: byte 4w + p / 2, high half when p is odd
-            qb[:, p // 2::4] |= (q[:, i::8] << (4 * (p & 1))).astype(np.uint8)
-        self.buf = {"w.qweight": qb.reshape(-1), "w.scales": s.astype("<f2").view(np.uint8).reshape(-1)}
+        self.buf = {"w.qweight": self.pack(q).reshape(-1), "w.scales": s.astype("<f2").view(np.uint8).reshape(-1)}
         if asym:
             self.buf["w.zeros"] = z.astype(np.uint8).reshape(-1)
         # the defined weights: Wb = bf16_rn(bf16_rn(s) (q - z)); bf16(s) (q - z) is exact in f32
@@ -305,12 +349,50 @@ class W4Fmt:
         self.Wnan = np.zeros(self.W.shape, bool)
         self.name = "w4a16 %s g%d" % ("asym" if asym else "sym", g)
 
+    @staticmethod
+    def pack(q):  # codes [n, k] -> pack_version 2 bytes [n, k / 2]
+        qb = np.zeros((q.shape[0], q.shape[1] // 2), np.uint8)
+        for i in range(8):
+            p = (i >> 1) + 4 * (i & 1)  # nibble p of word w: byte 4w + p / 2, high half when p is odd
+            qb[:, p // 2::4] |= (q[:, i::8] << (4 * (p & 1))).astype(np.uint8)
+        return qb
+
+    def _fmin(self, rng, n, k, g, q):
+        """fmin data like GGUF Q4_1: d > 0 (range / 15), m the group's min, about -8 d (-7.5 d for a centred group),
+        and FMIN_SPECIALS; the weights bf16_rn(bf16(d) (q - 8) + bf16(f32(m) + 8 f32(d))), never all zero."""
+        ng = k // g
+        d = (np.abs(rng.normal(size=(n, ng))) + 0.05) * np.exp2(rng.integers(-8, 3, (n, ng)))
+        mm = -d * (7.5 + 0.6 * rng.normal(size=(n, ng)))
+        for r, gi, dv, mv in FMIN_SPECIALS:
+            d[r % n, gi % ng] = dv
+            mm[r % n, gi % ng] = mv[0] if isinstance(mv, tuple) else mv * np.float64(np.float16(dv))
+        d16, m16 = d.astype(np.float16), mm.astype(np.float16)
+        assert (d16 > 0).all() and np.isfinite(m16).all()
+        self.buf = {"w.qweight": self.pack(q).reshape(-1), "w.scales": d16.astype("<f2").view(np.uint8).reshape(-1),
+                    "w.mins": m16.astype("<f2").view(np.uint8).reshape(-1)}
+        self.Wbits = fmin_weight_bits(np.repeat(d16, g, axis=1), np.repeat(m16, g, axis=1), q)
+        self.W = bf16_val(self.Wbits)
+        self.Wnan = np.zeros(self.W.shape, bool)
+        assert (self.W != 0).any()
+        self.name = "w4a16 fmin g%d" % g
+        c64 = m16.astype(np.float64) + 8 * d16.astype(np.float64)
+        c32 = m16.astype(np.float32) + np.float32(8) * d16.astype(np.float32)
+        if (c32 != c64).any():
+            COV.add("fmin centre rounded in f32")
+        if (c32 == 0).any():
+            COV.add("fmin centre 0")
+        if (np.abs(c64) > 2 * d16).any():
+            COV.add("fmin m far from -8 d")
+
     def meta(self, r, kt, mut):
-        """W4Bf16::meta: the aligned scale word (u16 pairs), asym the aligned zero word (u8 quads)."""
+        """W4Bf16::meta: the aligned scale word (u16 pairs), asym the aligned zero word (u8 quads), fmin the aligned
+        min word (u16 pairs)."""
         e = r * (self.k >> self.gsh) + ((kt * 64) >> self.gsh)
         words = [(0, "w.scales", 2 * (e & ~1))]
         if self.mode == 1:
             words.append((1, "w.zeros", e & ~3))
+        if self.mode == 2:
+            words.append((1, "w.mins", 2 * (e & ~1)))
         return words
 
     def build(self, c, mut):
@@ -321,7 +403,8 @@ class W4Fmt:
         wa, wb = lds(c.ms, c.rl * 4, 1, "wa")[0], lds(c.ms, (c.rl + 8) * 4, 1, "wb")[0]
         za = zb = 0
         if self.mode:
-            za, zb = lds(c.ms, 512 + c.rl * 4, 1, "za")[0], lds(c.ms, 512 + (c.rl + 8) * 4, 1, "zb")[0]
+            zo = 0 if "w4_fmword" in mut and self.mode == 2 else 512  # the mutation reads the min from the scale word
+            za, zb = lds(c.ms, zo + c.rl * 4, 1, "za")[0], lds(c.ms, zo + (c.rl + 8) * 4, 1, "zb")[0]
         for b in range(2):  # the stage's k 32 b .. 32 b + 31: k16 steps 2b, 2b + 1
             gi = (c.kt * 64 + (0 if "w4_gi" in mut else 32 * b)) >> self.gsh
             e0, e1 = c.rc0 * ng + gi, c.rc1 * ng + gi
@@ -329,7 +412,10 @@ class W4Fmt:
                 s0, s1 = w4bw_s2(np.where(e0 & 1, wa, wa >> 16), mut), w4bw_s2(np.where(e1 & 1, wb, wb >> 16), mut)
             else:
                 s0, s1 = w4bw_s2(np.where(e0 & 1, wa >> 16, wa), mut), w4bw_s2(np.where(e1 & 1, wb >> 16, wb), mut)
-            n0 = n1 = 0xC308C308  # -(128 + 8)
+            n0 = n1 = 0xC308C308  # -(128 + 8); fmin: bf16x2 of m + 8 d
+            if self.mode == 2:
+                n0 = w4bw_c2(np.where(e0 & 1, za >> 16, za), np.where(e0 & 1, wa >> 16, wa), mut)
+                n1 = w4bw_c2(np.where(e1 & 1, zb >> 16, zb), np.where(e1 & 1, wb >> 16, wb), mut)
             if self.mode == 1:
                 zs = 4 if "w4_zshift" in mut else 8
                 zm = 7 if "w4_zmask" in mut else 15
@@ -339,7 +425,10 @@ class W4Fmt:
             r1 = lds(c.ws, (c.rl + 8) * 32 + 16 * (b ^ c.swz), 4, "r1")
             w8 = [r0[0], r1[0], r0[1], r1[1], r0[2], r1[2], r0[3], r1[3]]  # {r0.x, r1.x, r0.y, ... r1.w}
             for i in range(8):  # a[2b + i / 4][i % 4]: rows rl (i even) and rl + 8
-                a[2 * b + (i >> 2)][i & 3] = w4bw_deq(w8[i], sh, n1 if i & 1 else n0, s1 if i & 1 else s0, mut)
+                if self.mode == 2:
+                    a[2 * b + (i >> 2)][i & 3] = w4bw_fmin(w8[i], sh, s1 if i & 1 else s0, n1 if i & 1 else n0, mut)
+                else:
+                    a[2 * b + (i >> 2)][i & 3] = w4bw_deq(w8[i], sh, n1 if i & 1 else n0, s1 if i & 1 else s0, mut)
         return a
 
 
@@ -641,7 +730,8 @@ def make_x(rng, m, k):
 
 
 def run_case(fmt, m, n, k, env=None, grid=None, policies=POLICIES, mut=frozenset(), seed=1):
-    """One problem: fmt is ("mx", specials) or ("w4", g, asym).  Returns (errors, description)."""
+    """One problem: fmt is ("mx", specials) or ("w4", g, mode) (mode False / True: sym / asym, 2: fmin).  Returns
+    (errors, description)."""
     rng = np.random.default_rng(seed)
     F = MxFmt(rng, n, k, *fmt[1:]) if fmt[0] == "mx" else W4Fmt(rng, n, k, fmt[1], fmt[2])
     x = make_x(rng, m, k)
@@ -674,7 +764,9 @@ def run_case(fmt, m, n, k, env=None, grid=None, policies=POLICIES, mut=frozenset
     COV.add("%s BM %d" % (fmt[0], L.BM))
     COV.add("%s k %d" % (fmt[0], k))
     if fmt[0] == "w4":
-        COV.add("w4 g%d %s" % (fmt[1], "asym" if fmt[2] else "sym"))
+        COV.add("w4 g%d %s" % (fmt[1], ("sym", "asym", "fmin")[int(fmt[2])]))
+        if F.mode == 2:
+            COV.update(["fmin BM %d" % L.BM, "fmin k %d" % k])
     else:
         COV.update("mx e=%d" % v for v in (0, 128, 129, 254, 255) if (F.e == v).any())
     desc = "%-17s m=%3d n=%3d k=%3d BM %3d ST %2d grid %2d (%d tiles)%s" % (
@@ -723,6 +815,29 @@ def arith_checks():
             else:
                 ok &= bool(((got == want) & (np.signbit(got) == np.signbit(want))).all())
     report(ok, "mxw_pair / mxw_f1 / mxw_f2 / mxw_mul: all 16 codes x 256 scale bytes, signs of zero included")
+    # fmin's decode (w4bw_s2, w4bw_c2, w4bw_fmin) of every code against fmin_weight_bits, one (d, m) pair a lane:
+    # random d > 0 over f16's range (subnormals included) with m around -8 d, and m anywhere
+    d = np.concatenate([np.exp2(rng.uniform(-24, 12, 3000)) * rng.uniform(1, 2, 3000), [2.0 ** -24, 65504.0, 1.0]])
+    mm = np.concatenate([-d[:2000] * rng.normal(8, 0.7, 2000), rng.normal(size=1003) * np.exp2(rng.uniform(-24, 15,
+                                                                                                        1003))])
+    d16, m16 = d.astype(np.float16), np.clip(mm, -65504, 65504).astype(np.float16)
+    m16[-3:] = -0.0, -32752.0, -8.0  # d = 2^-24 with m = -0; the largest d with c = 16 d - 32752; d = 1, c = 0
+    keep = d16 > 0
+    d16, m16 = d16[keep], m16[keep]
+    dh, mh = d16.view(np.uint16).astype(np.int64), m16.view(np.uint16).astype(np.int64)
+    s2, c2 = w4bw_s2(dh, ()), w4bw_c2(mh, dh, ())
+    ok, bad = True, ""
+    for qq in range(16):
+        w = np.full(d16.size, (qq << 16) | qq)  # codes in nibbles 0 and 4 (sh = 0)
+        got = w4bw_fmin(w, 0, s2, c2, ())
+        want = fmin_weight_bits(d16, m16, qq)
+        for half in (0, 16):
+            h = (got >> half) & 0xFFFF
+            if (h != want).any():
+                i = np.argmax(h != want)
+                ok, bad = False, ": q %d d %r m %r: %#06x, want %#06x" % (qq, d16[i], m16[i], h[i], want[i])
+    report(ok, "w4bw_s2 / w4bw_c2 / w4bw_fmin: all 16 codes x %d (d, m) f16 pairs against the integer-rounded fmin "
+           "weights%s" % (d16.size, bad))
 
 
 def host_checks():
@@ -818,13 +933,31 @@ def anchors():
             "const u32 s0 = w4bw_s2((e0 & 1) ? wa >> 16 : wa), s1 = w4bw_s2((e1 & 1) ? wb >> 16 : wb);",
             "n0 = (0xC300u | ((za >> (8 * (int)(e0 & 3))) & 15u)) * 0x10001u;",
             "const u32 w8[8] = {r0.x, r1.x, r0.y, r1.y, r0.z, r1.z, r0.w, r1.w};",
-            "a[2 * b + (i >> 2)][i & 3] = MODE == 2 ?", ": w4bw_deq(w8[i], sh, (i & 1) ? n1 : n0, (i & 1) ? s1 : s0);",
+            "a[2 * b + (i >> 2)][i & 3] = MODE == 2 ? w4bw_fmin(w8[i], sh, (i & 1) ? s1 : s0, (i & 1) ? n1 : n0)",
+            ": w4bw_deq(w8[i], sh, (i & 1) ? n1 : n0, (i & 1) ? s1 : s0);",
             "u32 n0 = 0xC308C308u, n1 = 0xC308C308u;",
             "__device__ __forceinline__ u32 w4bw_deq(u32 w, u32 sh, u32 negz, u32 s2) {",
             r'\"r\"(w >> sh), \"r\"(0x000F000Fu), \"r\"(0x43004300u)', "lop3.b32 %0, %1, %2, %3, 0xEA;",
             r'\"r\"(v), \"r\"(0x3F803F80u), \"r\"(negz)', r'\"r\"(d), \"r\"(s2), \"r\"(0x80008000u)',
             r'asm(\"cvt.rn.bf16x2.f32 %0, %1, %1;\"',
-            "gs == 32 ? 5 : gs == 64 ? 6 : 7"],
+            "gs == 32 ? 5 : gs == 64 ? 6 : 7",
+            # fmin (W4Bf16<2>): the min word, the centre, the decode, the kernel's arguments
+            "if (MODE == 2) qcp_cp4(dst + 512, (const u16 *)fa.zm + (e & ~1ll));",
+            "struct Args { const u8 *q; const u16 *sc; const void *zm; int gsh; };",
+            "n0 = w4bw_c2((e0 & 1) ? za >> 16 : za, (e0 & 1) ? wa >> 16 : wa);",
+            "n1 = w4bw_c2((e1 & 1) ? zb >> 16 : zb, (e1 & 1) ? wb >> 16 : wb);",
+            "__device__ __forceinline__ u32 w4bw_c2(u32 mh, u32 dh) {",
+            r'asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(fm) : \"h\"((u16)mh));',
+            r'asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(fd) : \"h\"((u16)dh));',
+            "const float c = __fadd_rn(fm, 8.f * fd);",
+            r'asm(\"cvt.rn.bf16x2.f32 %0, %1, %1;\" : \"=r\"(d) : \"f\"(c));',
+            "__device__ __forceinline__ u32 w4bw_fmin(u32 w, u32 sh, u32 d2, u32 c2) {",
+            r'\"=r\"(qb) : \"r\"(v), \"r\"(0x3F803F80u), \"r\"(0xC308C308u));',
+            r'asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(r) : \"r\"(qb), \"r\"(d2), \"r\"(c2));',
+            "const u16 *s, const u16 *mn, float *y, ll m, ll n, ll k, ll gs, const __grid_constant__ QcTmap tmx) {",
+            "const W4Bf16<2>::Args fa = {q, s, mn, gs == 32 ? 5 : gs == 64 ? 6 : 7};",
+            "qc_ra_go<W4Bf16<2>>(&tmx, fa, y, m, n, k);",
+            '{W4BW_HEAD, {"w.mins", QC_PARAM_PTR}, W4BW_TAIL}'],
     }
     missing = []
     for path, lines in want.items():
@@ -871,9 +1004,19 @@ group("w4a16.wgmma_bf16", [
     (("w4", 64, True), 257, 128, 320, dict(env="256")),      # the second x tile holds 1 row
     (("w4", 32, True), 70, 200, 320, dict(env="128")),       # asym groups of 32, 5 stages
 ])
+group("w4a16.wgmma_bf16_fmin", [
+    (("w4", 32, 2), 17, 72, 64, dict(env="64")),             # BM 64, one stage, groups of 32 (two a stage), m tail
+    (("w4", 64, 2), 100, 200, 192),                          # BM 128, 3 stages, n tail
+    (("w4", 64, 2), 300, 136, 320, dict(env="256", grid=1)), # BM 256, 4 tiles on a block, 20 stages on ST 6
+    (("w4", 32, 2), 130, 8, 320, dict(env="128")),           # 2 x tiles: the second holds 2 rows, its box 1 skipped
+    (("w4", 128, 2), 65, 264, 128, dict(env="64", grid=2)),  # groups of 128, 6 tiles on 2 blocks
+    (("w4", 128, 2), 257, 128, 384, dict(env="256")),        # the second x tile holds 1 row, 6 stages
+])
 want = ["%s BM %d" % (f, b) for f in ("mx", "w4") for b in (64, 128, 256)] + \
     ["%s k %d" % (f, kk) for f in ("mx", "w4") for kk in (64, 128, 320)] + \
-    ["w4 g%d %s" % (gg, a) for gg in (32, 64, 128) for a in ("sym", "asym") if (gg, a) != (128, "sym")] + \
+    ["w4 g%d %s" % (gg, a) for gg in (32, 64, 128) for a in ("sym", "asym", "fmin") if (gg, a) != (128, "sym")] + \
+    ["fmin BM %d" % b for b in (64, 128, 256)] + ["fmin k %d" % kk for kk in (64, 192, 320)] + \
+    ["fmin centre rounded in f32", "fmin centre 0", "fmin m far from -8 d"] + \
     ["mx e=%d" % v for v in (0, 128, 129, 254, 255)] + \
     ["BM %d: x boxes past m not loaded" % b for b in (128, 256)] + \
     ["W rows past n clamped", "ring wrap ST 6", "ring wrap ST 16", "several tiles a block",
@@ -881,8 +1024,9 @@ want = ["%s BM %d" % (f, b) for f in ("mx", "w4") for b in (64, 128, 256)] + \
 missing = [w for w in want if w not in COV]
 report(not missing, "coverage: %s" % ("missing " + ", ".join(missing) if missing else "%d paths taken" % len(want)))
 print("%s: coverage: %s" % (PROG, "MISSING " + ", ".join(missing) if missing else
-                            "every listed path taken (%d: each BM and k per format, groups, scale bytes 0/128/129/"
-                            "254/255, boxes past m, clamped rows, ring wraps, several tiles a block, the big vote)"
+                            "every listed path taken (%d: each BM and k per format, groups per w4a16 mode, fmin's "
+                            "BM / k / centres, scale bytes 0/128/129/254/255, boxes past m, clamped rows, ring wraps, "
+                            "several tiles a block, the big vote)"
                             % len(want)))
 if "aligned metadata words past the tensor's end" in COV:
     print("%s: note: mxfp4.wgmma's aligned scale word of the last row runs up to 2 bytes past w.scales when n * k / 32 "
@@ -917,6 +1061,9 @@ MUTATIONS = [
     ("w4_gi", "w4a16: the group of block b without + 32 b"),
     ("w4_s2rz", "w4a16: w4bw_s2 truncates the f16 scale to bf16"),
     ("w4_rz", "w4a16: the scale multiply rounds toward zero"),
+    ("w4_fm128", "w4a16 fmin: q - 8 formed with -128 instead of -136 (d q + c)"),
+    ("w4_fmc", "w4a16 fmin: the addend bf16(m) instead of bf16(m + 8 d)"),
+    ("w4_fmword", "w4a16 fmin: the min taken from the scale word (ms + 0 instead of + 512)"),
 ]
 MUT_CASES = [
     (("mx", MX_SPECIALS), 100, 75, 320, dict(env="128")),
@@ -924,6 +1071,7 @@ MUT_CASES = [
     (("w4", 32, True), 130, 72, 192, dict(env="128")),
     (("mx", MX_SPECIALS), 300, 200, 320, dict(env="256", grid=1, policies=("starve",))),
     (("w4", 64, True), 200, 136, 128, dict(env="64", grid=3)),
+    (("w4", 32, 2), 130, 72, 192, dict(env="128")),
 ]
 
 
