@@ -64,15 +64,6 @@
     "    u32 t;\n" \
     "    ll rc0, rc1, k;\n" \
     "};\n" \
-    "/* tile t -> (x row tile, W row tile): groups of 8 x tiles, x fastest, so that the blocks running together\n" \
-    "   share their W tiles in L2 */\n" \
-    "__device__ __forceinline__ void qc_ra_tile(ll t, ll tiles_m, ll tiles_n, ll *tm, ll *tn) {\n" \
-    "    const ll per_group = 8ll * tiles_n;\n" \
-    "    const ll first_m = t / per_group * 8, in_g = t % per_group;\n" \
-    "    const ll gsz = tiles_m - first_m < 8 ? tiles_m - first_m : 8;\n" \
-    "    *tm = first_m + in_g % gsz;\n" \
-    "    *tn = in_g / gsz;\n" \
-    "}\n" \
     "template <int BM> __device__ __forceinline__ void qc_ra_wgmma(float *d, const u32 *a, u64 db, int scale_d) {\n" \
     "    if constexpr (BM == 256) qc_wgmma_ra256<0>(d, a, db, scale_d);\n" \
     "    else if constexpr (BM == 128) qc_wgmma_ra128<0>(d, a, db, scale_d);\n" \
@@ -113,7 +104,7 @@
     "        u32 ph = 0;\n" \
     "        for (ll t = blockIdx.x; t < tiles; t += gridDim.x) {\n" \
     "            ll tm, tn;\n" \
-    "            qc_ra_tile(t, tiles_m, tiles_n, &tm, &tn);\n" \
+    "            qcp_tile(t, tiles_m, tiles_n, &tm, &tn);\n" \
     "            const int m0 = (int)(tm * BM);\n" \
     "            const ll n0 = tn * 128;\n" \
     "            const int left = (int)((m - m0 + 63) / 64), nbox = left < BM / 64 ? left : BM / 64; /* boxes not wholly past m */\n" \
@@ -151,7 +142,7 @@
     "        u32 ph = 0;\n" \
     "        for (ll tt = blockIdx.x; tt < tiles; tt += gridDim.x) {\n" \
     "            ll tm, tn;\n" \
-    "            qc_ra_tile(tt, tiles_m, tiles_n, &tm, &tn);\n" \
+    "            qcp_tile(tt, tiles_m, tiles_n, &tm, &tn);\n" \
     "            const ll m0 = tm * BM, n0 = tn * 128;\n" \
     "            cs.rc0 = n0 + cs.rl < n ? n0 + cs.rl : n - 1;\n" \
     "            cs.rc1 = n0 + cs.rl + 8 < n ? n0 + cs.rl + 8 : n - 1;\n" \

@@ -21,6 +21,8 @@
  *                           groups 1024 B apart (SBO); LBO unused.  + 2 per 32 bytes along K (no carry when
  *                           addr is 1 KiB-aligned)
  * qcp_fence / qcp_commit / qcp_wg_wait<N>   wgmma.fence, commit_group, wait_group N
+ * qcp_tile(t, tiles_m, tiles_n, &tm, &tn)   persistent tile t -> (x row tile, W row tile): groups of 8 x tiles, x
+ *                           fastest, so that the blocks running together share their W tiles in L2
  */
 #define QC_TMA_PIPE_SRC \
     "__device__ __forceinline__ unsigned qcp_smem(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }\n" \
@@ -69,6 +71,14 @@
     "__device__ __forceinline__ void qcp_commit() { asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\"); }\n" \
     "template <int N> __device__ __forceinline__ void qcp_wg_wait() {\n" \
     "    asm volatile(\"wgmma.wait_group.sync.aligned %0;\\n\" ::\"n\"(N) : \"memory\");\n" \
+    "}\n" \
+    "__device__ __forceinline__ void qcp_tile(long long t, long long tiles_m, long long tiles_n, long long *tm,\n" \
+    "                                         long long *tn) {\n" \
+    "    const long long per_group = 8ll * tiles_n;\n" \
+    "    const long long first_m = t / per_group * 8, in_g = t % per_group;\n" \
+    "    const long long gsz = tiles_m - first_m < 8 ? tiles_m - first_m : 8;\n" \
+    "    *tm = first_m + in_g % gsz;\n" \
+    "    *tn = in_g / gsz;\n" \
     "}\n"
 
 #endif

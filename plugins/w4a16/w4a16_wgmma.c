@@ -95,7 +95,6 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "#define W4_SYM 1\n"                                                                                           \
     "#define W4_ASYM 2\n"                                                                                          \
     "#define W4W_SMS 132\n"                                                                                        \
-    "#define W4W_GROUP_M 8\n"                                                                                      \
     "#define W4W_ST128 " W4W_STR(W4W_ST128) "\n"                                                                 \
     "#define W4_ONES 0x3F803F80u /* bf16x2 (1, 1) */\n"                                                            \
     "#define W4_NEG136 0xC308C308u /* bf16x2 (-136, -136): 128 + z for z = 8 */\n"                                 \
@@ -133,15 +132,6 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "    else qc_wgmma_ra64<0>(d, a, db, scale_d);\n"                                                              \
     "}\n"
 #define W4W_SRC_GEMM \
-    "/* tile t -> (row tile of x, tile of W rows): groups of W4W_GROUP_M x tiles, x fastest, so that the blocks\n" \
-    "   running together share their W tiles in L2 */\n" \
-    "__device__ __forceinline__ void w4w_tile(ll t, ll tiles_m, ll tiles_n, ll *tm, ll *tn) {\n" \
-    "    const ll per_group = (ll)W4W_GROUP_M * tiles_n;\n" \
-    "    const ll first_m = t / per_group * W4W_GROUP_M, in_g = t % per_group;\n" \
-    "    const ll gsz = tiles_m - first_m < W4W_GROUP_M ? tiles_m - first_m : W4W_GROUP_M;\n" \
-    "    *tm = first_m + in_g % gsz;\n" \
-    "    *tn = in_g / gsz;\n" \
-    "}\n" \
     "/* S scheme, BM x rows per tile (wgmma N), KS 1 or 2 (K split over the consumers), ST stages, GS = group / 16 */\n" \
     "template <int S, int BM, int KS, int ST, int GS>\n" \
     "__device__ __forceinline__ void w4w_gemm(const QcTmap *tmx, const u8 *q, const u16 *sc, const u8 *zp, float *y,\n" \
@@ -182,7 +172,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "        u32 ph = 0;\n" \
     "        for (ll t = blockIdx.x; t < tiles; t += gridDim.x) {\n" \
     "            ll tm, tn;\n" \
-    "            w4w_tile(t, tiles_m, tiles_n, &tm, &tn);\n" \
+    "            qcp_tile(t, tiles_m, tiles_n, &tm, &tn);\n" \
     "            const int m0 = (int)(tm * BM);\n" \
     "            const ll n0 = tn * NT;\n" \
     "            const int nb = BM == 128 && m0 + 64 < m ? 2 : 1; /* x boxes of 64 rows not wholly past m */\n" \
@@ -229,7 +219,7 @@ qc_status w4_register_wgmma_kernels(const qc_host_api *api, qc_host *host);
     "        u32 ph = 0;\n" \
     "        for (ll tt = blockIdx.x; tt < tiles; tt += gridDim.x) {\n" \
     "            ll tm, tn;\n" \
-    "            w4w_tile(tt, tiles_m, tiles_n, &tm, &tn);\n" \
+    "            qcp_tile(tt, tiles_m, tiles_n, &tm, &tn);\n" \
     "            const ll m0 = tm * BM, n0 = tn * NT;\n" \
     "            const ll rc0 = n0 + rl < n ? n0 + rl : n - 1, rc1 = n0 + rl + 8 < n ? n0 + rl + 8 : n - 1;\n" \
     "#pragma unroll\n" \

@@ -1,7 +1,7 @@
 # test_ra_gemm_emu.py - qc_ra_gemm_src.h's register-A GEMM (mxfp4.wgmma, w4a16.wgmma_bf16_*) replayed on the CPU, no GPU needed.
 # A line-by-line transcription (keep it in step with the sources: the lines it copies are checked as anchors below):
 # the host plan (qc_ra_gemm_bm, qc_ra_ring_bytes, qc_ra_gemm_dims) and the kernel's pick of BM from its ring size
-# (qc_ra_go); qc_ra_tile and the persistent tile walk; the producer warpgroup's stage (x boxes of 64 rows, those
+# (qc_ra_go); qcp_tile and the persistent tile walk; the producer warpgroup's stage (x boxes of 64 rows, those
 # wholly past m not loaded; W row halves swapped on every other 4-row group, rows clamped to n - 1; the format's
 # metadata words at pt * 4, + 512 for the second); each consumer thread's lane mapping and its format's build() with
 # the same bit operations (MxDec: mxw_pair, mxw_f1 / mxw_f2, the warp vote `big`; W4Bf16<MODE> for MODE 0 sym, 1 asym
@@ -104,7 +104,7 @@ def qc_ra_go(dsm, m, n, k):
     return None
 
 
-def qc_ra_tile(t, tiles_m, tiles_n, mut=frozenset()):
+def qcp_tile(t, tiles_m, tiles_n, mut=frozenset()):
     """Tile t -> (x row tile, W row tile): groups of 8 x tiles, x fastest."""
     per_group = 8 * tiles_n
     first_m, in_g = t // per_group * 8, t % per_group
@@ -533,7 +533,7 @@ def producer(L, B, bx):
     pt = np.arange(128)
     s, ph = 0, 0
     for t in L.tiles(bx):
-        tm, tn = qc_ra_tile(t, L.tiles_m, L.tiles_n, mut)
+        tm, tn = qcp_tile(t, L.tiles_m, L.tiles_n, mut)
         m0, n0 = tm * BM, tn * 128
         left = (m - m0) // 64 if "nbox" in mut else (m - m0 + 63) // 64
         nbox = left if left < BM // 64 else BM // 64  # boxes not wholly past m
@@ -672,7 +672,7 @@ def consumer(L, B, bx, c):
 
     ntiles = 0
     for tt in L.tiles(bx):
-        tm, tn = qc_ra_tile(tt, L.tiles_m, L.tiles_n, mut)
+        tm, tn = qcp_tile(tt, L.tiles_m, L.tiles_n, mut)
         m0, n0 = tm * BM, tn * 128
         cur_t.tt, cur_t.m0, cur_t.n0 = tt, m0, n0
         cs.rc0 = np.where(n0 + cs.rl < n, n0 + cs.rl, n - 1)
@@ -878,14 +878,14 @@ def host_checks():
     if qc_ra_gemm_dims(0, 8) != (0, 0, 0) or qc_ra_go(qc_ra_ring_bytes(64), 8, 8, 96) is not None:
         bad.append("empty or k % 64 problems")
     report(not bad, "qc_ra_gemm_dims: grid, block and ring over m x n: %s" % (bad[:3] or "ok"))
-    # qc_ra_tile covers each tile once
+    # qcp_tile covers each tile once
     gaps = []
     for tiles_m in range(1, 21):
         for tiles_n in range(1, 13):
-            got = sorted(qc_ra_tile(t, tiles_m, tiles_n) for t in range(tiles_m * tiles_n))
+            got = sorted(qcp_tile(t, tiles_m, tiles_n) for t in range(tiles_m * tiles_n))
             if got != [(a, b) for a in range(tiles_m) for b in range(tiles_n)]:
                 gaps.append("%d x %d" % (tiles_m, tiles_n))
-    report(not gaps, "qc_ra_tile covers each tile once: %s" % (gaps[:3] or "1..20 x 1..12 tiles"))
+    report(not gaps, "qcp_tile covers each tile once: %s" % (gaps[:3] or "1..20 x 1..12 tiles"))
     # the descriptors of a stage's k16 steps (+2 each) never carry out of the address field
     bad = []
     base = (DYN0 + 1023) & ~1023
@@ -900,8 +900,11 @@ def host_checks():
 def anchors():
     """The source lines this replay transcribes, verbatim (as they appear in the C string literals)."""
     want = {
+        "plugins/common/qc_tma_pipe_src.h": [
+            "const long long per_group = 8ll * tiles_n;",
+            "const long long gsz = tiles_m - first_m < 8 ? tiles_m - first_m : 8;",
+        ],
         "plugins/common/qc_ra_gemm_src.h": [
-            "const ll per_group = 8ll * tiles_n;", "const ll gsz = tiles_m - first_m < 8 ? tiles_m - first_m : 8;",
             "const int left = (int)((m - m0 + 63) / 64), nbox = left < BM / 64 ? left : BM / 64;",
             "const int row0 = pt >> 1, row1 = row0 + 64, h = pt & 1;",
             "const ll rs = n0 + pt < n ? n0 + pt : n - 1;",
@@ -1043,7 +1046,7 @@ MUTATIONS = [
     ("scale_d", "scale-d = kt > 0: the stage's first wgmmas overwrite D"),
     ("epi_row", "the epilogue swaps the roles of i & 1 and i & 2"),
     ("epi_mask", "the epilogue's store test drops cn < n"),
-    ("tile", "qc_ra_tile's group height always 8"),
+    ("tile", "qcp_tile's group height always 8"),
     ("prod_parity", "the producer waits empty with parity ph instead of ph ^ 1"),
     ("cons_wrap", "the consumer's ring wraps at ST - 1"),
     ("early", "a stage released before its wgmmas retire (arrive before wait_group 0)"),
