@@ -5,6 +5,7 @@
 #include "../../plugins/common/qc_bf16.h"
 #include "../../plugins/w4a16/w4a16.h"
 #include "gpu_test.h"
+#include "w4a16_bf16w.h"
 #include "nvrtc/nv_test.h"
 #include "qc_util.h"
 #include "qcore/qcore.h"
@@ -190,6 +191,17 @@ static void plan(qc_runtime *rt) {
     CHECK(d.grid[0] == 0, "m = 0 should give an empty grid");
 }
 
+/* Each buffer of a packed weight as the kernel argument "w.<name>" into a[] (names and ptrs hold what a[] points
+ * at); the count. */
+static size_t bind_weight(const qc_packed_weight *pw, char (*names)[40], void **ptrs, qc_named_arg *a) {
+    for (uint32_t i = 0; i < pw->n_buffers; i++) {
+        snprintf(names[i], 40, "w.%s", pw->buffers[i].name);
+        ptrs[i] = pw->buffers[i].data;
+        a[i] = (qc_named_arg){names[i], &ptrs[i]};
+    }
+    return pw->n_buffers;
+}
+
 /* Each kernel's reference is the plugin's bf16-x reference of its scheme, bit for bit, writing every output. */
 static void references(qc_runtime *rt) {
     const qc_format_desc *f = qc_format_find(rt, "w4a16");
@@ -218,12 +230,7 @@ static void references(qc_runtime *rt) {
             void *ptrs[QC_MAX_WEIGHT_BUFFERS], *pxb = xb, *py1 = y1, *py2 = y2;
             int64_t g64 = g;
             qc_named_arg a[16];
-            size_t na = 0;
-            for (uint32_t i = 0; i < pw.n_buffers; i++) {
-                snprintf(names[i], sizeof names[i], "w.%s", pw.buffers[i].name);
-                ptrs[i] = pw.buffers[i].data;
-                a[na++] = (qc_named_arg){names[i], &ptrs[i]};
-            }
+            size_t na = bind_weight(&pw, names, ptrs, a);
             a[na++] = (qc_named_arg){"x.bf16", &pxb};
             a[na++] = (qc_named_arg){"m", &m};
             a[na++] = (qc_named_arg){"n", &n};
@@ -287,11 +294,8 @@ static void references_bf16(qc_runtime *rt) {
             const uint16_t *s16 = NULL, *m16 = NULL;
             int64_t g64 = g;
             qc_named_arg a[16];
-            size_t na = 0;
+            size_t na = bind_weight(&pw, names, ptrs, a);
             for (uint32_t i = 0; i < pw.n_buffers; i++) {
-                snprintf(names[i], sizeof names[i], "w.%s", pw.buffers[i].name);
-                ptrs[i] = pw.buffers[i].data;
-                a[na++] = (qc_named_arg){names[i], &ptrs[i]};
                 if (!strcmp(pw.buffers[i].name, "qweight")) q8 = pw.buffers[i].data;
                 if (!strcmp(pw.buffers[i].name, "zeros")) z8 = pw.buffers[i].data;
                 if (!strcmp(pw.buffers[i].name, "scales")) s16 = pw.buffers[i].data;
@@ -319,24 +323,13 @@ static void references_bf16(qc_runtime *rt) {
                 for (int64_t j = 0; j < n; j++) {
                     double acc = 0, mag = 0, exact = 0;
                     for (int64_t t = 0; t < k; t++) {
-                        const unsigned i8 = (unsigned)(t & 7), nib = (i8 >> 1) + 4u * (i8 & 1u);
-                        const uint8_t byte = q8[j * (k / 2) + (t >> 3) * 4 + (nib >> 1)];
-                        const int qv = (nib & 1u) ? byte >> 4 : byte & 15;
+                        const int qv = w4t_code(q8, k, j, t);
                         const int64_t gi = j * ng + t / g;
-                        const double sf = qc_f16_to_f32(s16[gi]), sb = qc_round_bf16((float)sf);
-                        double wv, we;
-                        if (s == 2) {
-                            const double mf = qc_f16_to_f32(m16[gi]);
-                            double ex = sb * (qv - 8) + qc_round_bf16((float)mf + 8.0f * (float)sf);
-                            int ee = 0;
-                            frexp(ex, &ee);
-                            wv = ex == 0 ? 0.0 : ldexp(nearbyint(ldexp(ex, 8 - ee)), ee - 8);
-                            we = (double)((float)(sf * qv) + (float)mf); /* the format: two f32 roundings */
-                        } else {
-                            const int zq = s == 1 ? (int)z8[gi] : 8;
-                            wv = qc_round_bf16((float)(sb * (qv - zq)));
-                            we = sf * (qv - zq);
-                        }
+                        const int zq = s == 1 ? (int)z8[gi] : 8;
+                        const double sf = qc_f16_to_f32(s16[gi]);
+                        const double wv = w4t_bf16_weight(s, qv, s16[gi], zq, s == 2 ? m16[gi] : 0);
+                        /* the format's own value: exact for sym / asym, two f32 roundings for fmin */
+                        const double we = s == 2 ? (double)((float)(sf * qv) + qc_f16_to_f32(m16[gi])) : sf * (qv - zq);
                         const double xv = qc_bf16_to_f32(xb[i * k + t]);
                         acc += xv * wv;
                         exact += xv * we;

@@ -3,6 +3,7 @@
  * kernel loading.  Include once, after defining TEST (and REPS to change the timed launches). */
 #ifndef W4A16_TEST_H
 #define W4A16_TEST_H
+#include "w4a16_bf16w.h"
 /* words after y, poisoned too, that a kernel must leave alone */
 #define GUARD_WORDS 64
 /* above this many multiply-adds only sampled outputs are checked (in double), and the C reference is skipped */
@@ -223,8 +224,7 @@ static void run_case(ctx *c, const qc_kernel_desc *kd, qc_gpu_fn fn, wt *w, int6
     size_t samples = full ? yc : SAMPLES, bad = 0, fbad = 0;
     double worst_d = 0, worst_c = 0, nd = 0, den = 0, fexact = 0, ftol = 0;
     int64_t ng = k / w->g;
-    /* w4a16.wgmma_bf16_*: each weight as the kernel forms it, bf16_rn(bf16_rn(s) (q - z)) or, fmin,
-     * bf16_rn(bf16_rn(d) q + bf16_rn(m)) rounded once; codes, scales, zeros and mins read from the packed buffers */
+    /* w4a16.wgmma_bf16_*: each weight as the kernel forms it (w4a16_bf16w.h), from the packed buffers */
     const uint16_t *sc16 = NULL, *mn16 = NULL;
     const uint8_t *q8 = NULL, *z8 = NULL;
     if (strstr(kd->id, "wgmma_bf16"))
@@ -244,21 +244,8 @@ static void run_case(ctx *c, const qc_kernel_desc *kd, qc_gpu_fn fn, wt *w, int6
         for (int64_t t = 0; t < k; t++) {
             double xv = qc_bf16_to_f32(xh[i * k + t]), wv = w->wf[j * k + t];
             if (sc16 && q8) {
-                /* pack_version 2: element 8w + i of row j at nibble (i >> 1) + 4 (i & 1) of the row's word w */
                 const int64_t gi = j * ng + t / w->g;
-                const unsigned i8 = (unsigned)(t & 7), nib = (i8 >> 1) + 4u * (i8 & 1u);
-                const uint8_t byte = q8[j * (k / 2) + (t >> 3) * 4 + (nib >> 1)];
-                const int qv = (nib & 1u) ? byte >> 4 : byte & 15;
-                const double sb = qc_round_bf16(qc_f16_to_f32(sc16[gi]));
-                if (w->scheme == 2) { /* one rounding of an exact double: nearest bf16 by its 8 significant bits */
-                    const float mf = qc_f16_to_f32(mn16[gi]), df = qc_f16_to_f32(sc16[gi]);
-                    double ex = sb * (qv - 8) + qc_round_bf16(mf + 8.0f * df);
-                    int ee = 0;
-                    frexp(ex, &ee);
-                    wv = ex == 0 ? 0.0 : ldexp(nearbyint(ldexp(ex, 8 - ee)), ee - 8);
-                } else {
-                    wv = qc_round_bf16((float)(sb * (qv - (w->scheme == 1 ? (int)z8[gi] : 8))));
-                }
+                wv = w4t_bf16_weight(w->scheme, w4t_code(q8, k, j, t), sc16[gi], z8 ? z8[gi] : 8, mn16 ? mn16[gi] : 0);
             }
             acc += xv * wv;
             mag += fabs(xv) * (fabs(wv) + (w->center ? fabs((double)w->center[j * ng + t / w->g]) : 0.0));
