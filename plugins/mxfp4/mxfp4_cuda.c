@@ -663,7 +663,7 @@ qc_status mxfp4_cuda_register(const qc_host_api *api, qc_host *host, void (*bx_r
     if (st == QC_OK) st = api->register_kernel(host, &gemv);
     if (st == QC_OK) st = ps_first ? mxfp4_frag_register(api, host, bx_ref, 16) : mxfp4_frag_ps_register(api, host, bx_ref);
     if (st == QC_OK) st = api->register_kernel(host, &mma);
-    if (st == QC_OK) st = mxfp4_wgmma_register(api, host, bx_ref);
+    if (st == QC_OK) st = mxfp4_wgmma_register(api, host, (mxfp4_bx_ref_fn)bx_ref); /* bx_ref is mx_linear_bx_ref */
     if (st == QC_OK) st = api->register_kernel(host, &b100);
     return st;
 }

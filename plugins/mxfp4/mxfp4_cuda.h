@@ -49,6 +49,8 @@ qc_status mxfp4_gemv1_register(const qc_host_api *api, qc_host *host, void (*bx_
 
 /* Register "mxfp4.wgmma" (sm_90a only, m >= 17, k % 64 == 0; mxfp4_wgmma.c), called by mxfp4_cuda_register
  * after mxfp4.linear_mma: its arch range is the narrower, so the engine picks it on sm_90. */
-qc_status mxfp4_wgmma_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void));
+typedef void (*mxfp4_bx_ref_fn)(const uint16_t *x, const uint8_t *qw, const uint8_t *sc, float *y, int64_t m, int64_t n,
+                                int64_t k); /* the bf16-x C reference (MX_BX_PARAMS) */
+qc_status mxfp4_wgmma_register(const qc_host_api *api, qc_host *host, mxfp4_bx_ref_fn bx_ref);
 
 #endif

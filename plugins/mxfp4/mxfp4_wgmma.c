@@ -118,10 +118,10 @@ static const char MXW_SRC[] =
     "};\n"
     "/* x is read only through its tensor map (built by the host from the same pointer) */\n"
     "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_mxfp4_wgmma(const unsigned short *x, const u8 *q,\n"
-    "        const u8 *sc, float *y, ll m, ll n, ll k, const __grid_constant__ QcTmap tmx) {\n"
+    "        const u8 *sc, float *y, ll m, ll n, ll k, float *work, const __grid_constant__ QcTmap tmx) {\n"
     "    (void)x;\n"
     "    const MxDec::Args fa = {q, sc};\n"
-    "    qc_ra_go<MxDec>(&tmx, fa, y, m, n, k);\n"
+    "    qc_ra_go<MxDec>(&tmx, fa, y, m, n, k, work);\n"
     "}\n";
 
 /* the launch (plugins/common/qc_ra_gemm_src.h); QC_MXW_BM=64|128|256 forces the tile height */
@@ -153,7 +153,21 @@ static const qc_tensor_map_spec mxw_maps[] = {
     {"x.bf16", QC_DT_BF16, "m", "k", 64, 64, 128},
 };
 
-qc_status mxfp4_wgmma_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void)) {
+/* the kernel's parameters: the bf16-x GEMMs' and the split's workspace */
+static const qc_kernel_param mxw_params[] = {
+    {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}, {"y", QC_PARAM_PTR},
+    {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},        {"work", QC_PARAM_PTR},
+};
+/* its reference: the bf16-x one (set once at registration, before any call); "work" is the kernel's alone */
+static mxfp4_bx_ref_fn mxw_bx;
+static void mxw_ref(const uint16_t *x, const uint8_t *qw, const uint8_t *sc, float *y, int64_t m, int64_t n, int64_t k,
+                    void *work) {
+    (void)work;
+    mxw_bx(x, qw, sc, y, m, n, k);
+}
+
+qc_status mxfp4_wgmma_register(const qc_host_api *api, qc_host *host, mxfp4_bx_ref_fn bx_ref) {
+    mxw_bx = bx_ref;
     qc_kernel_desc d = {
         .struct_size = sizeof d,
         .id = "mxfp4.wgmma",
@@ -162,15 +176,16 @@ qc_status mxfp4_wgmma_register(const qc_host_api *api, qc_host *host, void (*bx_
         .m_min = 17, /* the GEMVs take m <= 16 */
         .m_max = (1ll << 31) - 128,
         .arch = {90, 90}, /* sm_90a only: wgmma and setmaxnreg */
-        .n_params = MX_BX_NPARAMS,
-        .params = MX_BX_PARAMS,
-        .reference = bx_ref,
+        .n_params = sizeof mxw_params / sizeof mxw_params[0],
+        .params = mxw_params,
+        .reference = (void (*)(void))mxw_ref,
         .cuda_source = MXW_SRC,
         .cuda_entry = "qc_mxfp4_wgmma",
         .launch_dims = mxw_dims,
         .eligible = mxw_eligible,
         .n_tensor_maps = sizeof mxw_maps / sizeof mxw_maps[0],
         .tensor_maps = mxw_maps,
+        .workspace_bytes = qc_ra_workspace_bytes,
     };
     return api->register_kernel(host, &d);
 }

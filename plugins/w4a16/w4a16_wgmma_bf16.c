@@ -48,9 +48,12 @@ qc_status w4_register_wgmma_bf16_kernels(const qc_host_api *api, qc_host *host);
  * (w4a16.mma_fmin, mma.sync, runs where this one refuses).
  *
  * Takes sym, asym and fmin, groups 32, 64, 128, k a multiple of 64
- * ("align_k": w4a16.wgmma_* takes k % 32), n a multiple of 8, m > 64 with at
- * least 96 tiles ("tiles": below that w4a16.wgmma_*'s K split wins);
- * act-order weights are refused ("perm").
+ * ("align_k": w4a16.wgmma_* takes k % 32), n a multiple of 8, any m from
+ * 17 (the GEMVs take m <= 16); act-order weights are refused ("perm").
+ * Since the skeleton splits its last wave over K it is the faster of the two
+ * families at every m measured (64 to 4096, the four Llama-3-8B shapes,
+ * session 14) but gate_up at m = 64 and 128 (4% and 2% slower), so the
+ * earlier "tiles" refusal (m <= 64 or under 96 tiles) is gone.
  */
 
 #define W4BW_SRC_HEAD                                                                                               \
@@ -140,30 +143,33 @@ static const char W4BW_SRC_SYM[] =
     W4BW_SRC_HEAD
     "/* x is read only through its tensor map (built by the host from the same pointer) */\n"
     "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_w4_wgmma_bf16_sym(const u16 *x, const u8 *q,\n"
-    "        const u16 *s, float *y, ll m, ll n, ll k, ll gs, const __grid_constant__ QcTmap tmx) {\n"
+    "        const u16 *s, float *y, ll m, ll n, ll k, ll gs, float *work,\n"
+    "        const __grid_constant__ QcTmap tmx) {\n"
     "    (void)x;\n"
     "    const W4Bf16<0>::Args fa = {q, s, 0, gs == 32 ? 5 : gs == 64 ? 6 : 7}; /* shifts, not 64-bit divides */\n"
-    "    qc_ra_go<W4Bf16<0>>(&tmx, fa, y, m, n, k);\n"
+    "    qc_ra_go<W4Bf16<0>>(&tmx, fa, y, m, n, k, work);\n"
     "}\n";
 
 static const char W4BW_SRC_ASYM[] =
     "/* qcore w4a16 Hopper GEMM on bf16-rounded weights (asym): TMA + wgmma, A decoded and scaled in registers */\n"
     W4BW_SRC_HEAD
     "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_w4_wgmma_bf16_asym(const u16 *x, const u8 *q,\n"
-    "        const u16 *s, const u8 *z, float *y, ll m, ll n, ll k, ll gs, const __grid_constant__ QcTmap tmx) {\n"
+    "        const u16 *s, const u8 *z, float *y, ll m, ll n, ll k, ll gs, float *work,\n"
+    "        const __grid_constant__ QcTmap tmx) {\n"
     "    (void)x;\n"
     "    const W4Bf16<1>::Args fa = {q, s, z, gs == 32 ? 5 : gs == 64 ? 6 : 7};\n"
-    "    qc_ra_go<W4Bf16<1>>(&tmx, fa, y, m, n, k);\n"
+    "    qc_ra_go<W4Bf16<1>>(&tmx, fa, y, m, n, k, work);\n"
     "}\n";
 
 static const char W4BW_SRC_FMIN[] =
     "/* qcore w4a16 Hopper GEMM on bf16-rounded weights (fmin, w = d q + m): TMA + wgmma, A decoded in registers */\n"
     W4BW_SRC_HEAD
     "extern \"C\" __global__ void __launch_bounds__(384, 1) qc_w4_wgmma_bf16_fmin(const u16 *x, const u8 *q,\n"
-    "        const u16 *s, const u16 *mn, float *y, ll m, ll n, ll k, ll gs, const __grid_constant__ QcTmap tmx) {\n"
+    "        const u16 *s, const u16 *mn, float *y, ll m, ll n, ll k, ll gs, float *work,\n"
+    "        const __grid_constant__ QcTmap tmx) {\n"
     "    (void)x;\n"
     "    const W4Bf16<2>::Args fa = {q, s, mn, gs == 32 ? 5 : gs == 64 ? 6 : 7};\n"
-    "    qc_ra_go<W4Bf16<2>>(&tmx, fa, y, m, n, k);\n"
+    "    qc_ra_go<W4Bf16<2>>(&tmx, fa, y, m, n, k, work);\n"
     "}\n";
 
 /* the launch (plugins/common/qc_ra_gemm_src.h); QC_W4BW_BM=64|128|256 forces the tile height */
@@ -172,21 +178,23 @@ static void w4bw_dims(const qc_problem *p, qc_launch_dims *d) { qc_ra_gemm_dims(
 /* ---- C references: exactly each kernel's parameters, x as bf16 bits, weights rounded as the kernel does ---- */
 
 static void w4bw_ref_sym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, float *y, int64_t m,
-                         int64_t n, int64_t k, int64_t group_size) {
+                         int64_t n, int64_t k, int64_t group_size, void *work) {
+    (void)work; /* the kernels' "work" is theirs alone */
     w4_ref_bx(W4A16_SCHEME_SYM, 1, xb, qweight, scales, NULL, NULL, y, m, n, k, group_size);
 }
 static void w4bw_ref_asym(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, const uint8_t *zeros,
-                          float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
+                          float *y, int64_t m, int64_t n, int64_t k, int64_t group_size, void *work) {
+    (void)work;
     w4_ref_bx(W4A16_SCHEME_ASYM, 1, xb, qweight, scales, zeros, NULL, y, m, n, k, group_size);
 }
 static void w4bw_ref_fmin(const uint16_t *xb, const uint8_t *qweight, const uint16_t *scales, const uint16_t *mins,
-                          float *y, int64_t m, int64_t n, int64_t k, int64_t group_size) {
+                          float *y, int64_t m, int64_t n, int64_t k, int64_t group_size, void *work) {
+    (void)work;
     w4_ref_bx(W4A16_SCHEME_FMIN, 1, xb, qweight, scales, NULL, mins, y, m, n, k, group_size);
 }
 
 /* ---- eligibility ---- */
 
-#define W4BW_MIN_TILES 96
 static int w4bw_ok(const qc_problem *p, uint32_t want, const char *id, qc_reason *why) {
     const char *off = getenv("QC_W4_BF16");
     if (off && strcmp(off, "off") == 0) {
@@ -204,17 +212,6 @@ static int w4bw_ok(const qc_problem *p, uint32_t want, const char *id, qc_reason
                (long long)p->m);
         return 0;
     }
-    /* Few tiles leave SMs idle, and this kernel does not split K: w4a16.wgmma_* does (across its consumers and
-     * across blocks), and was the faster one there on the H200 (session 13, same call: o and down at m = 256,
-     * 64 tiles: 30 / 88 us against 38 / 114; every shape at m = 64); qkv at m = 256 (96 tiles) was faster
-     * here (36 against 54 us) */
-    int64_t bm = qc_ra_gemm_bm(p->m, p->n, "QC_W4BW_BM"), tiles = (p->m + bm - 1) / bm * ((p->n + 127) / 128);
-    if (p->m <= 64 || tiles < W4BW_MIN_TILES) {
-        w4_why(why, "tiles", "%s makes %lld tiles of %lld x rows for m = %lld, n = %lld (it wants m > 64 and at least "
-               "%d): w4a16.wgmma_* splits K there", id, (long long)tiles, (long long)bm, (long long)p->m,
-               (long long)p->n, W4BW_MIN_TILES);
-        return 0;
-    }
     return 1;
 }
 static int w4bw_el_sym(const qc_problem *p, qc_reason *why) {
@@ -230,7 +227,7 @@ static int w4bw_el_fmin(const qc_problem *p, qc_reason *why) {
 /* ---- registration ---- */
 
 #define W4BW_HEAD W4_GP_HEAD
-#define W4BW_TAIL W4_GP_TAIL
+#define W4BW_TAIL W4_GP_TAIL, {"work", QC_PARAM_PTR}
 static const qc_kernel_param w4bw_p_sym[] = {W4BW_HEAD, W4BW_TAIL};
 static const qc_kernel_param w4bw_p_asym[] = {W4BW_HEAD, {"w.zeros", QC_PARAM_PTR}, W4BW_TAIL};
 static const qc_kernel_param w4bw_p_fmin[] = {W4BW_HEAD, {"w.mins", QC_PARAM_PTR}, W4BW_TAIL};
@@ -246,5 +243,5 @@ qc_status w4_register_wgmma_bf16_kernels(const qc_host_api *api, qc_host *host) 
         {"w4a16.wgmma_bf16_fmin", "qc_w4_wgmma_bf16_fmin", W4BW_SRC_FMIN, w4bw_p_fmin,
          sizeof w4bw_p_fmin / sizeof w4bw_p_fmin[0], (void (*)(void))w4bw_ref_fmin, w4bw_el_fmin},
     };
-    return w4_register_sm90(api, host, rows, sizeof rows / sizeof rows[0], w4bw_dims, NULL, NULL);
+    return w4_register_sm90(api, host, rows, sizeof rows / sizeof rows[0], w4bw_dims, NULL, qc_ra_workspace_bytes);
 }

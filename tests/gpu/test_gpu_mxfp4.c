@@ -105,7 +105,7 @@ static void run_case(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, en
     uint16_t *xh = malloc(xc * 2 + 2);
     float *wf = malloc(wcq * 4), *ref = malloc(yc * 4);
     char *got = malloc(yc * 4 + GUARD_WORDS * 4);
-    qc_gpu_buf dx = {0}, dy = {0}, dq[MAXCOPY], ds[MAXCOPY];
+    qc_gpu_buf dx = {0}, dy = {0}, dw = {0}, dq[MAXCOPY], ds[MAXCOPY];
     memset(dq, 0, sizeof dq);
     memset(ds, 0, sizeof ds);
     qc_packed_weight pw;
@@ -142,13 +142,13 @@ static void run_case(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, en
     size_t qbytes = (size_t)(n * kw / 2), sbytes = (size_t)(n * kw / 32);
     int full = (double)m * n * k <= FULL_REF_MACS;
 
-    void *hx = xh, *hq = q, *hs = sc, *hy = ref;
+    void *hx = xh, *hq = q, *hs = sc, *hy = ref, *hw = NULL;
     qc_named_arg args[] = {{"x.bf16", &hx}, {"w.qweight", &hq}, {"w.scales", &hs}, {"y", &hy},
-                           {"m", &m},       {"n", &n},          {"k", &k}};
+                           {"m", &m},       {"n", &n},          {"k", &k},          {"work", &hw}};
     void *argv[8];
     if (full) {
         gt_poison(ref, yc * 4);
-        st = qc_kernel_bind(kd, args, 7, argv, 8, err, sizeof err);
+        st = qc_kernel_bind(kd, args, 8, argv, 8, err, sizeof err);
         if (st == QC_OK) st = qc_kernel_call_reference(kd, argv, err, sizeof err);
         CHECK(st == QC_OK, "%s reference: %s", shape, err);
         size_t first = 0;
@@ -175,17 +175,36 @@ static void run_case(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, en
     qc_problem p = {.struct_size = sizeof p, .sm = (uint32_t)qc_gpu_get_info(c->g)->sm, .m = m, .n = n, .k = k};
     qc_launch_dims d;
     kd->launch_dims(&p, &d);
+    /* the kernel's workspace (mxfp4.wgmma's last-wave split: partial sums and counters), zero-filled as the
+     * contract says */
+    uint64_t wneed = kd->workspace_bytes ? kd->workspace_bytes(&p) : 0;
+    if (wneed) {
+        st = qc_gpu_alloc(c->g, (size_t)wneed, (size_t)wneed, QC_MEM_WORKSPACE, "work", &dw, err, sizeof err);
+        if (st == QC_OK) st = qc_gpu_memset32(c->g, dw.ptr, 0, (size_t)(wneed + 3) / 4, err, sizeof err);
+        CHECK(st == QC_OK, "%s %s: workspace of %llu bytes: %s", id, shape, (unsigned long long)wneed, err);
+        if (st != QC_OK) goto out;
+    }
     args[0].value = &dx.ptr;
     args[1].value = &dq[0].ptr;
     args[2].value = &ds[0].ptr;
     args[3].value = &dy.ptr;
-    st = qc_kernel_bind(kd, args, 7, argv, 8, err, sizeof err);
+    args[7].value = &dw.ptr;
+    st = qc_kernel_bind(kd, args, 8, argv, 8, err, sizeof err);
     /* through the descriptor: it adds the tensor maps a kernel takes (mxfp4.wgmma's x) */
     if (st == QC_OK) st = qc_gpu_launch_kernel(c->g, kd, fn, &d, argv, err, sizeof err);
     if (st == QC_OK) st = qc_gpu_sync(c->g, err, sizeof err);
     if (st == QC_OK) st = qc_gpu_download(c->g, got, dy.ptr, yc * 4 + GUARD_WORDS * 4, err, sizeof err);
     CHECK(st == QC_OK, "%s %s: launch: %s", id, shape, err);
     if (st != QC_OK) goto out;
+    if (wneed) { /* the counters (the first 2 KiB: arrivals and stored slots) are back at zero, so that the next
+                    launch may reuse it */
+        uint32_t cnt[512];
+        st = qc_gpu_download(c->g, cnt, dw.ptr, sizeof cnt, err, sizeof err);
+        size_t nz = 0;
+        for (size_t i = 0; st == QC_OK && i < 512; i++) nz += cnt[i] != 0;
+        CHECK(st == QC_OK && nz == 0, "%s %s: %zu workspace counters left non-zero (grid %u, smem %u)%s%s", id, shape,
+              nz, d.grid[0], d.shared_bytes, st == QC_OK ? "" : ": ", st == QC_OK ? "" : err);
+    }
     size_t first = 0, past = gt_unwritten(got + yc * 4, GUARD_WORDS * 4, &first);
     CHECK(past == GUARD_WORDS, "%s %s: wrote %zu words past the end of y", id, shape, GUARD_WORDS - past);
     size_t left = gt_unwritten(got, yc * 4, &first);
@@ -235,7 +254,7 @@ static void run_case(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, en
         for (int i = 0; i < ncopy; i++) {
             args[1].value = &dq[i].ptr;
             args[2].value = &ds[i].ptr;
-            qc_kernel_bind(kd, args, 7, argvs_store[i], 8, err, sizeof err);
+            qc_kernel_bind(kd, args, 8, argvs_store[i], 8, err, sizeof err);
             argvs[i] = argvs_store[i];
         }
         double us = time_median(c, kd, fn, &d, argvs, ncopy, reps);
@@ -257,6 +276,7 @@ static void run_case(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, en
 out:
     qc_gpu_free(c->g, &dx);
     qc_gpu_free(c->g, &dy);
+    qc_gpu_free(c->g, &dw);
     for (int i = 0; i < MAXCOPY; i++) {
         qc_gpu_free(c->g, &dq[i]);
         qc_gpu_free(c->g, &ds[i]);
@@ -448,6 +468,20 @@ int main(int argc, char **argv) {
                     run_case(&c, wg, 130, 256, 1024, W_NANBLK, 0);
                     run_case(&c, wg, 64, 256, 512, W_HUGE, 0);
                     run_case(&c, wg, 257, 136, 1024, W_HUGE, 0);
+                    /* the last wave split over K: by the plan (1024 x 6144 x 1024: one full wave, 60 tiles split
+                     * 2 ways; 64 x 264 x 1088 above: 3 tiles 4 ways, 17 stages), and forced 3 and 8 ways (uneven
+                     * stage counts), with NaN blocks through the partial sums */
+                    run_case(&c, wg, 1024, 6144, 1024, W_NORMAL, 0);
+                    static const char *const sps[] = {"3", "8"};
+                    for (int b = 0; b < 2; b++) {
+                        setenv("QC_RA_SPLIT", sps[b], 1);
+                        printf("  (mxfp4.wgmma with QC_RA_SPLIT=%s)\n", sps[b]);
+                        run_case(&c, wg, 100, 1001, 2048, W_NORMAL, 0);
+                        run_case(&c, wg, 333, 40, 4096, W_NORMAL, 0);
+                        run_case(&c, wg, 64, 256, 512, W_NANBLK, 0);
+                        run_case(&c, wg, 130, 256, 1024, W_HUGE, 0);
+                        unsetenv("QC_RA_SPLIT");
+                    }
                     run_case(&c, wg, 32, 64, 512, W_SUBN, 0);
                     run_case(&c, wg, 1024, 4096, 1024, W_NORMAL, 0); /* the plan's 256-row tiles */
                     /* each tile height forced (QC_MXW_BM) on m tails: boxes partly and wholly past m */

@@ -118,12 +118,18 @@ static void wgmma_desc(qc_runtime *rt) {
     const qc_kernel_desc *k = qc_kernel_find(rt, "mxfp4.wgmma"), *mm = qc_kernel_find(rt, "mxfp4.linear_mma");
     CHECK(f && k && mm, "mxfp4.wgmma or mxfp4.linear_mma is not registered");
     if (!f || !k || !mm) return;
-    CHECK(k->n_params == mm->n_params && k->reference == mm->reference && k->m_min == 17 && k->arch.min_sm == 90 &&
-              k->arch.max_sm == 90 && k->cuda_source && k->launch_dims && k->eligible,
+    /* linear_mma's parameters and "work" (the last wave's split: qc_ra_workspace_bytes, the same for every m) */
+    CHECK(k->n_params == mm->n_params + 1 && strcmp(k->params[mm->n_params].name, "work") == 0 &&
+              k->params[mm->n_params].type == QC_PARAM_PTR && k->reference && k->m_min == 17 &&
+              k->arch.min_sm == 90 && k->arch.max_sm == 90 && k->cuda_source && k->launch_dims && k->eligible,
           "mxfp4.wgmma descriptor: %u params, M %lld.., arch %u..%u", k->n_params, (long long)k->m_min,
           k->arch.min_sm, k->arch.max_sm);
     for (uint32_t j = 0; j < k->n_params && j < mm->n_params; j++)
         CHECK(strcmp(k->params[j].name, mm->params[j].name) == 0, "param %u: %s", j, k->params[j].name);
+    qc_problem pw1 = prob(90, 17, 4096, 4096), pw2 = prob(90, 8192, 28672, 14336), pw3 = prob(90, 64, 256, 64);
+    CHECK(k->workspace_bytes && k->workspace_bytes(&pw1) == 2048 + 132ull * 128 * 256 * 4 &&
+              k->workspace_bytes(&pw2) == k->workspace_bytes(&pw1) && k->workspace_bytes(&pw3) == 0,
+          "mxfp4.wgmma workspace: %llu bytes", k->workspace_bytes ? (unsigned long long)k->workspace_bytes(&pw1) : 0ull);
     CHECK(k->n_tensor_maps == 1 && strcmp(k->tensor_maps[0].param, "x.bf16") == 0 &&
               k->tensor_maps[0].box_rows == 64 && k->tensor_maps[0].box_cols == 64 &&
               k->tensor_maps[0].swizzle_bytes == 128,
@@ -138,32 +144,39 @@ static void wgmma_desc(qc_runtime *rt) {
     p = prob(90, 128, 4096, 4128); /* k % 64 == 32: mxfp4.linear_mma takes it */
     CHECK(k->eligible(&p, &why) == 0 && strcmp(why.code, "align_k") == 0, "k=4128: %s", why.code);
     CHECK(mm->eligible(&p, &why) == 1, "linear_mma refused k=4128: %s", why.text);
-    /* the plan: ring bytes 16 x 13 KiB, 10 x 21 KiB, 6 x 37 KiB (+1 KiB to align), within the 227 KiB opt-in with the
-     * 1 KiB of static barriers; grid min(tiles, 132), 384 threads */
+    /* the plan: ring bytes 16 x 13 KiB, 10 x 21 KiB, 6 x 37 KiB (+1 KiB to align) plus 16 bytes a split of the last
+     * wave past the first, within the 227 KiB opt-in with the 1 KiB of static barriers; grid min(units, 132), 384
+     * threads; k = 4096 (64 stages) */
     static const struct {
         int64_t m, n;
-        const char *force;
+        const char *force, *split;
         uint32_t smem, grid;
     } plans[] = {
-        {17, 4096, NULL, 16 * 13312 + 1024, 32},     /* m <= 64: 64 rows, 32 tiles */
-        {100, 4096, NULL, 10 * 21504 + 1024, 32},    /* 128 rows: 1 x 32 tiles */
-        {512, 4096, NULL, 10 * 21504 + 1024, 128},   /* 128: 4 x 32 tiles in one wave, 256 would be 2 x 32 */
-        {1024, 4096, NULL, 6 * 37888 + 1024, 128},   /* 256: 4 x 32, one wave either way, the wider tile cheaper */
-        {1024, 6144, NULL, 6 * 37888 + 1024, 132},   /* a tie (2 waves of 256 or 3 of 128): the wider tile */
-        {2048, 28672, NULL, 6 * 37888 + 1024, 132},
-        {2048, 4096, "64", 16 * 13312 + 1024, 132},  /* QC_MXW_BM forces it */
-        {2048, 4096, "512", 6 * 37888 + 1024, 132},  /* not a height: ignored */
+        {17, 4096, NULL, NULL, 16 * 13312 + 1024 + 48, 128},   /* m <= 64: 64 rows, 32 tiles split 4 ways */
+        {100, 4096, NULL, NULL, 10 * 21504 + 1024 + 48, 128},  /* 128 rows: 32 tiles split 4 ways */
+        {512, 4096, NULL, NULL, 6 * 37888 + 1024 + 16, 128},   /* 256: 64 tiles split 2 ways (128: 128 whole) */
+        {1024, 4096, NULL, NULL, 6 * 37888 + 1024, 128},       /* 256: 128 tiles, one wave, nothing to split */
+        {1024, 6144, NULL, NULL, 6 * 37888 + 1024 + 16, 132},  /* 192 tiles: a full wave, 60 split 2 ways */
+        {2048, 28672, NULL, NULL, 6 * 37888 + 1024, 132},      /* 1792 tiles: 13 waves, 76 left (2 ways > 132) */
+        {2048, 4096, "64", NULL, 16 * 13312 + 1024, 132},      /* QC_MXW_BM forces it */
+        {2048, 4096, "512", NULL, 6 * 37888 + 1024, 132},      /* not a height: ignored */
+        {1024, 6144, NULL, "1", 6 * 37888 + 1024, 132},        /* QC_RA_SPLIT=1: no split */
+        {17, 4096, NULL, "3", 16 * 13312 + 1024 + 32, 96},     /* forced 3 ways */
+        {17, 4096, NULL, "8", 16 * 13312 + 1024, 32},          /* 8 x 32 > 132: refused, whole tiles */
     };
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
         if (plans[i].force) setenv("QC_MXW_BM", plans[i].force, 1);
+        if (plans[i].split) setenv("QC_RA_SPLIT", plans[i].split, 1);
         qc_launch_dims d;
         p = prob(90, plans[i].m, plans[i].n, 4096);
         k->launch_dims(&p, &d);
         unsetenv("QC_MXW_BM");
+        unsetenv("QC_RA_SPLIT");
         CHECK(d.shared_bytes == plans[i].smem && d.grid[0] == plans[i].grid && d.grid[1] == 1 && d.block[0] == 384 &&
                   d.shared_bytes + 1024 <= 232448,
-              "plan m=%lld n=%lld%s%s: smem %u grid %u (want %u, %u)", (long long)plans[i].m, (long long)plans[i].n,
-              plans[i].force ? " QC_MXW_BM=" : "", plans[i].force ? plans[i].force : "", d.shared_bytes, d.grid[0],
+              "plan m=%lld n=%lld%s%s%s%s: smem %u grid %u (want %u, %u)", (long long)plans[i].m, (long long)plans[i].n,
+              plans[i].force ? " QC_MXW_BM=" : "", plans[i].force ? plans[i].force : "",
+              plans[i].split ? " QC_RA_SPLIT=" : "", plans[i].split ? plans[i].split : "", d.shared_bytes, d.grid[0],
               plans[i].smem, plans[i].grid);
     }
 }

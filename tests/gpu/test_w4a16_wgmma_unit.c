@@ -91,9 +91,8 @@ static void descriptors(qc_runtime *rt) {
         for (uint32_t g = 32; g <= 128; g *= 2) {
             qc_problem p = prob(1024, 4096, 4096, g, s);
             CHECK(qc_select_kernel(k, f, &p, 1, &why), "%s g%u refused: %s: %s", k->id, g, why.code, why.text);
-            /* the engine's pick on sm_90 for every prefill M: w4a16.wgmma_bf16_* (registered first, k % 64 == 0)
-             * where it makes at least 96 tiles with m > 64 (m >= 1024 here, n = 4096), else this kernel; this kernel
-             * with QC_W4_BF16=off or k % 64 == 32 */
+            /* the engine's pick on sm_90 for every prefill M: w4a16.wgmma_bf16_* (registered first, k % 64 == 0,
+             * any m from 17 since it splits its last wave); this kernel with QC_W4_BF16=off or k % 64 == 32 */
             static const int64_t ms[] = {17, 64, 100, 1024, 4096};
             char bf[64];
             snprintf(bf, sizeof bf, "w4a16.wgmma_bf16_%s", s == W4A16_SCHEME_SYM ? "sym" : "asym");
@@ -102,7 +101,7 @@ static void descriptors(qc_runtime *rt) {
                 for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
                     if (off == 2 && g != 32) continue; /* k = 4064 takes groups of 32 only */
                     const qc_kernel_desc *sel = engine_pick(rt, f, prob(ms[mi], 4096, off == 2 ? 4064 : 4096, g, s));
-                    const char *want = off || ms[mi] < 1024 ? k->id : bf;
+                    const char *want = off ? k->id : bf;
                     CHECK(sel && strcmp(sel->id, want) == 0, "sm_90 m=%lld g%u%s: the engine would choose %s, not %s",
                           (long long)ms[mi], g, off == 1 ? " QC_W4_BF16=off" : off == 2 ? " k=4064" : "",
                           sel ? sel->id : "nothing", want);
@@ -138,12 +137,14 @@ static void descriptors(qc_runtime *rt) {
         expect_refused(k, f, p, "arch");
         expect_refused(k, f, prob(16, 4096, 4096, 128, s), "m_range");
     }
-    /* fmin on sm_90 prefill: w4a16.wgmma_bf16_fmin where it makes enough tiles (m = 512 with n = 4096: 128 tiles of
-     * 128 rows), the mma.sync GEMM where it refuses (m = 100: 32 tiles; QC_W4_BF16=off) */
+    /* fmin on sm_90 prefill: w4a16.wgmma_bf16_fmin at every m from 17 where k % 64 == 0, the mma.sync GEMM where
+     * it refuses (k % 64 == 32; QC_W4_BF16=off) */
     const qc_kernel_desc *sel = engine_pick(rt, f, prob(512, 4096, 4096, 32, W4A16_SCHEME_FMIN));
     CHECK(sel && strcmp(sel->id, "w4a16.wgmma_bf16_fmin") == 0, "fmin sm_90 m=512 chose %s", sel ? sel->id : "nothing");
-    sel = engine_pick(rt, f, prob(100, 4096, 4096, 32, W4A16_SCHEME_FMIN));
-    CHECK(sel && strcmp(sel->id, "w4a16.mma_fmin") == 0, "fmin sm_90 m=100 chose %s", sel ? sel->id : "nothing");
+    sel = engine_pick(rt, f, prob(17, 4096, 4096, 32, W4A16_SCHEME_FMIN));
+    CHECK(sel && strcmp(sel->id, "w4a16.wgmma_bf16_fmin") == 0, "fmin sm_90 m=17 chose %s", sel ? sel->id : "nothing");
+    sel = engine_pick(rt, f, prob(100, 4096, 4064, 32, W4A16_SCHEME_FMIN));
+    CHECK(sel && strcmp(sel->id, "w4a16.mma_fmin") == 0, "fmin sm_90 k=4064 chose %s", sel ? sel->id : "nothing");
     setenv("QC_W4_BF16", "off", 1);
     sel = engine_pick(rt, f, prob(512, 4096, 4096, 32, W4A16_SCHEME_FMIN));
     CHECK(sel && strcmp(sel->id, "w4a16.mma_fmin") == 0, "fmin QC_W4_BF16=off chose %s", sel ? sel->id : "nothing");
