@@ -187,7 +187,10 @@
     "                cs.kt = kt;\n" \
     "                F::build(fa, cs, a);\n" \
     "            };\n" \
-    "            /* stage kt from `cur` (built); the next stage into `nxt` while its wgmmas run */\n" \
+    "            /* stage kt from `cur` (built), issued behind stage kt - 1's wgmmas (still running: the tensor cores\n" \
+    "               always have the next group queued); once kt - 1's are done, its stage is freed and the next\n" \
+    "               stage is built into `nxt` (kt - 1's registers) while kt's run */\n" \
+    "            int sprev = 0;\n" \
     "            auto step = [&](int kt, u32 (*cur)[4], u32 (*nxt)[4]) {\n" \
     "                const int sa = s;\n" \
     "                if (++s == ST) { s = 0; ph ^= 1u; }\n" \
@@ -196,12 +199,13 @@
     "#pragma unroll\n" \
     "                for (int j = 0; j < 4; j++) qc_ra_wgmma<BM>(acc, cur[j], d + 2 * j, kt > kb || j > 0);\n" \
     "                qcp_commit();\n" \
+    "                qcp_wg_wait<1>();\n" \
+    "                if (kt > kb && lane == 0) qcp_arrive(empty + 8 * sprev);\n" \
+    "                sprev = sa;\n" \
     "                if (kt + 1 < ke) {\n" \
     "                    qcp_wait(full + 8 * s, ph);\n" \
     "                    build(s, kt + 1, nxt);\n" \
     "                }\n" \
-    "                qcp_wg_wait<0>();\n" \
-    "                if (lane == 0) qcp_arrive(empty + 8 * sa);\n" \
     "            };\n" \
     "            u32 ra[4][4], rb[4][4];\n" \
     "            qcp_wait(full + 8 * s, ph);\n" \
@@ -211,6 +215,8 @@
     "                if (kt + 1 >= ke) break;\n" \
     "                step(kt + 1, rb, ra);\n" \
     "            }\n" \
+    "            qcp_wg_wait<0>();\n" \
+    "            if (lane == 0) qcp_arrive(empty + 8 * sprev);\n" \
     "            if (sj >= 0) { /* a split unit: the tile's last to arrive adds the others' sums to its own */\n" \
     "                __shared__ int qc_ra_last;\n" \
     "                constexpr int SLOT = 128 * BM; /* 256 consumer threads x BM / 2 sums */\n" \
@@ -301,8 +307,13 @@ static inline int64_t qc_ra_ring_bytes(int64_t bm) {
  * in x rows: fitted to mxfp4.wgmma on the H200, session 13, where 128-row
  * tiles ran at 51% of the peak and 256-row ones at 68%).  The kernel's time
  * is the full waves' stages plus the last wave's: a tile's kt stages whole,
- * or ceil(kt / sp) + QC_RA_SPLIT_FIX split (its partial sums out to the
- * workspace and back through L2).  sp goes up to QC_RA_SPLIT_MAX while the
+ * or ceil(kt / sp) + QC_RA_SPLIT_FIX + QC_RA_SPLIT_PER sp split (the partial
+ * sums out to the workspace and back through L2, the last unit's reads
+ * growing with sp; fitted to a sweep of w4a16.wgmma_bf16_sym over BM and
+ * sp on the H200, session 14: the plan's pick within 1% of the best forced
+ * one at m = 64..1024 on the four Llama-3-8B shapes, where a constant 6
+ * took 4 splits of 256 rows for o at m = 256, 16% slower than 2 of 128).
+ * sp goes up to QC_RA_SPLIT_MAX while the
  * split tiles fit one wave (tail x sp <= 132) and each unit keeps at least
  * QC_RA_SPLIT_MIN stages; the fewest splits among equals.  m <= 64 always
  * takes BM 64, larger m 128 or 256, ties going to the wider tile (qkv 6144 x
@@ -310,7 +321,8 @@ static inline int64_t qc_ra_ring_bytes(int64_t bm) {
  * 256) forces BM and QC_RA_SPLIT (1..8) forces sp where the wave allows it:
  * A/B runs on the device. */
 #define QC_RA_FIXED 128
-#define QC_RA_SPLIT_FIX 6
+#define QC_RA_SPLIT_FIX 2
+#define QC_RA_SPLIT_PER 4
 #define QC_RA_SPLIT_MIN 4
 typedef struct qc_ra_plan {
     int64_t bm, tiles, splits, units; /* units: whole tiles, then the last wave's split ones */
@@ -326,7 +338,7 @@ static inline int64_t qc_ra_tail_split(int64_t tail, int64_t kt, const char *env
     int64_t forced = env_sp ? atoll(env_sp) : 0;
     for (int64_t sp = 2; sp <= QC_RA_SPLIT_MAX; sp++) {
         if (tail * sp > QC_RA_SMS || kt < sp || (!forced && kt / sp < QC_RA_SPLIT_MIN)) break;
-        int64_t c = (kt + sp - 1) / sp + QC_RA_SPLIT_FIX;
+        int64_t c = (kt + sp - 1) / sp + QC_RA_SPLIT_FIX + QC_RA_SPLIT_PER * sp;
         if (forced ? sp == forced : c < cost) best = sp, cost = c;
     }
     *stages = best == 1 ? kt : cost;
