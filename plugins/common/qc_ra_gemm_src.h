@@ -336,6 +336,7 @@ static inline int64_t qc_ra_tail_split(int64_t tail, int64_t kt, const char *env
         return 1;
     }
     int64_t forced = env_sp ? atoll(env_sp) : 0;
+    if (forced < 1 || forced > QC_RA_SPLIT_MAX) forced = 0; /* outside 1..8: ignored, the plan's pick */
     for (int64_t sp = 2; sp <= QC_RA_SPLIT_MAX; sp++) {
         if (tail * sp > QC_RA_SMS || kt < sp || (!forced && kt / sp < QC_RA_SPLIT_MIN)) break;
         int64_t c = (kt + sp - 1) / sp + QC_RA_SPLIT_FIX + QC_RA_SPLIT_PER * sp;

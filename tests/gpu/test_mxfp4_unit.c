@@ -163,6 +163,7 @@ static void wgmma_desc(qc_runtime *rt) {
         {1024, 6144, NULL, "1", 6 * 37888 + 1024, 132},        /* QC_RA_SPLIT=1: no split */
         {17, 4096, NULL, "3", 16 * 13312 + 1024 + 32, 96},     /* forced 3 ways */
         {17, 4096, NULL, "8", 16 * 13312 + 1024, 32},          /* 8 x 32 > 132: refused, whole tiles */
+        {17, 4096, NULL, "9", 16 * 13312 + 1024 + 48, 128},    /* outside 1..8: ignored, the plan's 4 ways */
     };
     for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
         if (plans[i].force) setenv("QC_MXW_BM", plans[i].force, 1);
