@@ -36,9 +36,11 @@
  * and metadata; the stage's "full" mbarrier completes on the TMA bytes plus
  * 128 cp.async arrivals.  Warpgroups 1 and 2 consume (setmaxnreg 232), 64 W
  * rows each of a 128-row tile: per 64-k stage a consumer issues 4 wgmmas on
- * fragments built earlier, commits, builds the next stage's fragments while
- * they run, then waits and frees the stage (two register sets take turns;
- * the loop is unrolled by two).  BM x rows per tile (wgmma N) is the host's
+ * fragments built earlier and commits them behind the previous stage's
+ * group, waits for that group (wait_group 1), frees its stage and builds the
+ * next stage's fragments into its registers while the new group runs (two
+ * register sets take turns; the loop is unrolled by two); after a unit's
+ * last stage it waits for everything.  BM x rows per tile (wgmma N) is the host's
  * pick (qc_ra_gemm_bm), told to the device by the ring size it launches
  * with: 16 stages of 13 KiB at BM 64, 10 of 21 at 128, 6 of 37 at 256.
  * Rows past n are clamped to n - 1 (never stored); x rows past m read as
@@ -122,9 +124,9 @@
     "    const ll tiles_m = (m + BM - 1) / BM, tiles_n = (n + 127) / 128, tiles = tiles_m * tiles_n;            \\\n" \
     "    const int kt_n = (int)(k / 64);                                                                        \\\n" \
     "    /* the last wave's tiles split sp ways when the host asked for it and the workspace is there */         \\\n" \
-    "    const ll d0 = tiles / gridDim.x * gridDim.x;                                                           \\\n" \
-    "    const int sp = sp_in > 1 && work && (tiles - d0) * sp_in <= QC_RA_SMS && kt_n >= sp_in ? sp_in : 1;   \\\n" \
-    "    const ll dw = sp > 1 ? d0 : tiles, units = dw + (tiles - dw) * sp;                                     \\\n" \
+    "    const ll dfull = tiles / gridDim.x * gridDim.x; /* the tiles of full waves */                          \\\n" \
+    "    const int sp = sp_in > 1 && work && (tiles - dfull) * sp_in <= QC_RA_SMS && kt_n >= sp_in ? sp_in : 1; \\\n" \
+    "    const ll dw = sp > 1 ? dfull : tiles, units = dw + (tiles - dw) * sp;                                  \\\n" \
     "    (void)al;\n" \
     "    if (wg == 0) {\n" \
     "        asm volatile(\"setmaxnreg.dec.sync.aligned.u32 40;\\n\" ::: \"memory\");\n" \

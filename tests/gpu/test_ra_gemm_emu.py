@@ -1,27 +1,56 @@
-# test_ra_gemm_emu.py - qc_ra_gemm_src.h's register-A GEMM (mxfp4.wgmma, w4a16.wgmma_bf16_*) replayed on the CPU, no GPU needed.
-# A line-by-line transcription (keep it in step with the sources: the lines it copies are checked as anchors below):
-# the host plan (qc_ra_gemm_bm, qc_ra_ring_bytes, qc_ra_gemm_dims) and the kernel's pick of BM from its ring size
-# (qc_ra_go); qcp_tile and the persistent tile walk; the producer warpgroup's stage (x boxes of 64 rows, those
+# test_ra_gemm_emu.py - qc_ra_gemm_src.h's register-A GEMM (mxfp4.wgmma, w4a16.wgmma_bf16_*) replayed on the CPU.
+# A line-by-line transcription (keep it in step with the sources: the lines it copies are checked as anchors below): the
+# host plan (qc_ra_tail_split, qc_ra_plan_of: BM and the last wave's split sp by the cost in x-row stages, QC_RA_SPLIT
+# forcing, refused or ignored; qc_ra_gemm_dims, qc_ra_ring_bytes, qc_ra_workspace_bytes) and the kernel's pick of BM and
+# sp from its dynamic smem size (qc_ra_go); QC_RA_SETUP's split (dfull, sp, dw, units: refused without a workspace, when
+# tail x sp > 132 or kt < sp), qc_ra_unit and the persistent walk over units (whole tiles, then each tail tile's sp
+# units of consecutive stages [kb, ke)); qcp_tile; the producer warpgroup's stages kb..ke-1 (x boxes of 64 rows, those
 # wholly past m not loaded; W row halves swapped on every other 4-row group, rows clamped to n - 1; the format's
-# metadata words at pt * 4, + 512 for the second); each consumer thread's lane mapping and its format's build() with
-# the same bit operations (MxDec: mxw_pair, mxw_f1 / mxw_f2, the warp vote `big`; W4Bf16<MODE> for MODE 0 sym, 1 asym
-# and 2 fmin: w4bw_s2, the lop3 and the two bf16x2 fmas of w4bw_deq, fmin's w4bw_c2 (m + 8 d in f32, then bf16) and
-# w4bw_fmin); fma.rn.bf16x2 emulated exactly (the product and sum in float64, checked exact, one round to nearest
-# even, bf16 subnormals kept, overflow to inf, the -0 addend); the ring of ST stages with its mbarriers
-# (wgmma_replay.py's MBar and scheduler: the producer warpgroup and each consumer warpgroup are actors, each x box and
-# each producer warp's cp.asyncs land as separate events, under eager, lazy, random and starved interleavings); the
-# two register sets taking turns; the wgmma descriptors (decoded back into the stage and k16 step they address); the
-# accumulator layout and the epilogue's masked stores into a NaN-poisoned y.  wgmma is a plain matrix product of the
-# A fragments (placed by mma.sync's m16n8k16 A layout) with the stage's x rows, exact in float64; it reads its
-# operands when issued and they are checked unchanged at the wait.  Not modelled: threads of a warpgroup running
-# apart (each warpgroup is one actor; a producer warp's 32 cp.async arrivals come together), memory ordering, the
-# 128-byte swizzle's byte placement, f32 rounding and overflow in the accumulator.
+# metadata words at pt * 4, + 512 for the second); each consumer thread's lane mapping and its format's build() with the
+# same bit operations (MxDec: mxw_pair, mxw_f1 / mxw_f2, the warp vote `big`; W4Bf16<MODE> for MODE 0 sym, 1 asym and 2
+# fmin: w4bw_s2, the lop3 and the two bf16x2 fmas of w4bw_deq, fmin's w4bw_c2 (m + 8 d in f32, then bf16) and
+# w4bw_fmin); fma.rn.bf16x2 emulated exactly (the product and sum in float64, checked exact, one round to nearest even,
+# bf16 subnormals kept, overflow to inf, the -0 addend); the ring of ST stages with its mbarriers (wgmma_replay.py's
+# MBar and scheduler); the two register sets taking turns with one wgmma group kept in flight (commit, wait_group 1, the
+# stage before freed, the next stage built into its registers; wait_group 0 and the last stage freed after a unit);
+# scale-d off only for a unit's first wgmma (kt > kb || j > 0); the wgmma descriptors (decoded back into the stage and
+# k16 step they address); the accumulator layout; a split unit's epilogue: bar 1 of the 256 consumer threads, the
+# arrival (atomicAdd on arrived[tail]) and qc_ra_last, the slot store of all but the last of two (acc[i] of thread wi at
+# slot word i * 256 + wi), __threadfence, the count on written[tail], the last's wait for written >= sp - keep, its sum
+# (of two: the other's slot added to its registers; of more: slots 0..sp-1 in split order) and its reset of both
+# counters; the masked y stores into a NaN-poisoned y.
+# The grid runs as one: every block's producer warpgroup and two consumer warpgroups are actors of one scheduler
+# (under eager, lazy, random and starved interleavings), each x box, each producer warp's cp.asyncs and each
+# warpgroup's slot stores land as separate events (a slot store is visible to other blocks only once landed;
+# __threadfence waits for the warpgroup's own stores), bar 1 is a rendezvous of the block's two consumer actors, and
+# the last unit's spin on `written` is a wait the atomicAdd that satisfies it ends (one that never comes is a
+# deadlock).  The workspace is one zero-filled buffer of qc_ra_workspace_bytes a case, reused by each interleaving's
+# launch in turn: int counters arrived[0..255] and written[256..511], then f32 slots from word 512; every slot word
+# carries a tag of its writer (launch, tile, split), and a read of a word its unit has not stored (landed) in this
+# launch is an error.  Arithmetic: wgmma is a plain matrix product of the A fragments (placed by mma.sync's m16n8k16
+# A layout) with the stage's x rows in float64 (exact products, float64 sums); it reads its operands when issued and
+# they are checked unchanged when its group retires.  A whole tile's y is that float64 accumulator.  A split unit's
+# sums are rounded to f32 once when its stages are done (standing for the kernel's f32 registers), and the slots, the
+# last unit's adds and y are f32 from there (numpy float32: each add rounded to nearest even, NaN canonical as the
+# GPU makes it): so which unit arrives last can change y bitwise only if the kernel's order of f32 adds depends on it.
+# Not modelled: f32 rounding inside a unit's wgmma chain and overflow in it, threads of a warpgroup running apart
+# (each warpgroup is one actor; a producer warp's 32 cp.async arrivals come together), memory ordering beyond the
+# slot stores' landing and __threadfence (acquire/release scopes, L1 and __ldcg), the 128-byte swizzle's byte
+# placement, setmaxnreg and how many blocks are resident (a grid smaller than the plan's stands in for more tiles
+# than SMs).
 # Checked: every A fragment bit for bit against the format's defined weights (mxfp4: E2M1 * 2^(e-127), inf past
 # bf16, NaN for e = 255; w4a16: bf16_rn(bf16_rn(s) (q - z)), rounded here by another method; fmin: bf16_rn(bf16(d)
 # (q - 8) + bf16(f32(m) + 8 d)), one rounding of the exact value, done here in integers); y against a float64
-# x . W^T (within 1e-9 of sum |x w|, NaN and inf positions exact); every output written once; no deadlock; no stage
-# read before it landed or overwritten under a wgmma; no copy out of bounds or misaligned; y bitwise equal across
-# interleavings.  Deliberate bugs are injected at the end and each must be caught.  Exit 77 (skip) without numpy.
+# x . W^T (within 1e-9 of sum |x w| for whole tiles, (sp + 1) 2^-24 + 1e-9 for split tiles, NaN and inf positions
+# exact); a split tile's y bit for bit the f32 sum of its units' f32 sums in split order, whichever unit was last; y
+# bitwise equal across interleavings (which vary the unit that arrives last: covered); every output written exactly
+# once; every counter back to zero after each launch; no deadlock; no stage read before it landed or overwritten
+# under a wgmma, no A registers rewritten under one, no accumulator read with a group in flight; no slot read before
+# its writer's store landed, or holding another tile's or launch's sums; no copy, counter or slot out of bounds or
+# misaligned; the host's plan over shapes (the one the device then runs: BM, sp, units, grid; every tile whole
+# without a workspace) and QC_RA_SETUP / qc_ra_unit over tiles x grids x asked splits x stages (each stage of each
+# tile in exactly one unit).  Deliberate bugs are injected at the end and each must be caught.  Exit 77 (skip)
+# without numpy.
 import os, sys, time
 from types import SimpleNamespace
 try:
@@ -42,11 +71,14 @@ COV = set()  # which paths the cases took (checked against a list after the case
 # ---- constants of qc_ra_gemm_src.h -----------------------------------------------------------------------------------
 QC_RA_SMS, QC_RA_THREADS, QC_RA_FIXED = 132, 384, 128
 QC_RA_ST64, QC_RA_ST128, QC_RA_ST256 = 16, 10, 6
+QC_RA_SPLIT_MAX, QC_RA_SPLIT_FIX, QC_RA_SPLIT_PER, QC_RA_SPLIT_MIN = 8, 2, 4, 4
 SMEM_OPTIN = 232448                 # sm_90's dynamic + static shared memory a block
-SMEM_STATIC = 2 * QC_RA_ST64 * 8    # bars[2 * QC_RA_ST64]
+SMEM_STATIC = 2 * QC_RA_ST64 * 8 + 4  # bars[2 * QC_RA_ST64] and qc_ra_last
+WS_WRITTEN, WS_SLOTS = 256, 512     # workspace words: arrived[tail] at tail, written[tail] at 256 + tail, slots at 512
 DYN0 = 0x0100                       # shared-window address of the dynamic smem (after bars; any 16-aligned value)
 XBOX = 64 * 64 * 2                  # one TMA box of x: 64 rows x 64 k of bf16 (8192 bytes)
 TOL = 1e-9                          # |y - ref| <= TOL * sum |x w|: both sums are float64 sums of exact products
+F32_EPS = 2.0 ** -24                # f32's unit roundoff: a split tile's y is within (sp + 1) of it (times sum |x w|)
 
 
 # ---- host side: the launch plan ------------------------------------------------------------------------------------
@@ -55,34 +87,74 @@ def qc_ra_ring_bytes(bm):
     return st * ((bm * 128 + 128 * 32 + 2 * 512 + 1023) // 1024 * 1024) + 1024
 
 
-def qc_ra_gemm_bm(m, n, env=None):
-    """BM among 64, 128, 256 (env: the value of QC_MXW_BM / QC_W4BW_BM, None when unset)."""
-    if env in ("64", "128", "256"):
-        return int(env)
-    if m <= 64:
-        return 64
-    best, pick, tn = 0, 128, (n + 127) // 128
-    bm = 128
-    while bm <= 256:
+def atoll(s):
+    """C's atoll: leading white space, a sign, the digits that follow; 0 when none."""
+    s = s.lstrip(" \t\n\v\f\r")
+    i = 1 if s[:1] in ("+", "-") else 0
+    j = i
+    while j < len(s) and s[j].isdigit():
+        j += 1
+    return int(s[:j]) if j > i else 0
+
+
+def qc_ra_tail_split(tail, kt, env_sp):
+    """The best split of `tail` tiles of kt stages (1: none) and its time in stages: (sp, stages); env_sp (the value
+    of QC_RA_SPLIT, None when unset; 1..8, else ignored) forces one."""
+    best, cost = 1, kt
+    if tail <= 0:
+        return 1, 0
+    forced = atoll(env_sp) if env_sp is not None else 0
+    if forced < 1 or forced > QC_RA_SPLIT_MAX:  # outside 1..8: ignored, the plan's pick
+        forced = 0
+    for sp in range(2, QC_RA_SPLIT_MAX + 1):
+        if tail * sp > QC_RA_SMS or kt < sp or (not forced and kt // sp < QC_RA_SPLIT_MIN):
+            break
+        c = (kt + sp - 1) // sp + QC_RA_SPLIT_FIX + QC_RA_SPLIT_PER * sp
+        if (sp == forced) if forced else (c < cost):
+            best, cost = sp, c
+    return best, (kt if best == 1 else cost)
+
+
+def qc_ra_plan_of(m, n, k, env_bm=None, env_sp=None):
+    """qc_ra_plan_of: SimpleNamespace(bm, tiles, splits, units); env_bm the value of QC_MXW_BM / QC_W4BW_BM, env_sp
+    that of QC_RA_SPLIT (None when unset)."""
+    pl = SimpleNamespace(bm=64, tiles=0, splits=1, units=0)
+    forced = int(env_bm) if env_bm in ("64", "128", "256") else 0
+    lo = forced if forced else 64 if m <= 64 else 128
+    hi = forced if forced else 64 if m <= 64 else 256
+    best, tn, kt = -1, (n + 127) // 128, k // 64
+    if m <= 0 or n <= 0:
+        return pl
+    bm = lo
+    while bm <= hi:
         tiles = (m + bm - 1) // bm * tn
-        waves = (tiles + QC_RA_SMS - 1) // QC_RA_SMS
-        cost = waves * (bm + QC_RA_FIXED)
-        if bm == 128 or cost <= best:  # a tie: the wider tile
-            best, pick = cost, bm
+        splits, last = qc_ra_tail_split(tiles % QC_RA_SMS, kt, env_sp)
+        units = tiles - tiles % QC_RA_SMS + tiles % QC_RA_SMS * splits
+        cost = (bm + QC_RA_FIXED) * (tiles // QC_RA_SMS * kt + last)
+        if best < 0 or cost <= best:  # a tie: the wider tile
+            best, pl = cost, SimpleNamespace(bm=bm, tiles=tiles, splits=splits, units=units)
         bm *= 2
-    return pick
+    return pl
 
 
-def qc_ra_gemm_dims(m, n, env=None):
+def qc_ra_gemm_bm(m, n, k, env=None, env_sp=None):
+    return qc_ra_plan_of(m, n, k, env, env_sp).bm
+
+
+def qc_ra_gemm_dims(m, n, k, env=None, env_sp=None):
     """(grid x, block x, dynamic shared bytes) of the launch; zeros for an empty problem."""
     if m <= 0 or n <= 0:
         return 0, 0, 0
-    bm = qc_ra_gemm_bm(m, n, env)
-    tiles = ((m + bm - 1) // bm) * ((n + 127) // 128)
-    return (tiles if tiles < QC_RA_SMS else QC_RA_SMS), QC_RA_THREADS, qc_ra_ring_bytes(bm)
+    pl = qc_ra_plan_of(m, n, k, env, env_sp)
+    return (pl.units if pl.units < QC_RA_SMS else QC_RA_SMS), QC_RA_THREADS, qc_ra_ring_bytes(pl.bm) + 16 * (
+        pl.splits - 1)
 
 
-# ---- device side: sizes, the pick of BM, the tile order --------------------------------------------------------------
+def qc_ra_workspace_bytes(k):
+    return 2048 + QC_RA_SMS * 128 * 256 * 4 if k >= 128 else 0
+
+
+# ---- device side: sizes, the pick of BM and sp, the work units, the tile order ---------------------------------------
 def qc_ra_stage(BM):  # x, W rows, 2 words a row of metadata, rounded up to 1 KiB
     return (BM * 128 + 128 * 32 + 2 * 512 + 1023) // 1024 * 1024
 
@@ -92,16 +164,42 @@ def qc_ra_ring(BM, ST):
 
 
 def qc_ra_go(dsm, m, n, k):
-    """The kernel body: (BM, ST) of the qc_ra_gemm it runs for a dynamic smem size, None when it returns at once."""
+    """The kernel body: (BM, ST, sp_in) of the qc_ra_gemm it runs for a dynamic smem size (the ring of BM, then 16
+    bytes a split past the first), None when it returns at once."""
     if m <= 0 or n <= 0 or k <= 0 or (k & 63):
         return None
-    if dsm == qc_ra_ring(256, QC_RA_ST256):
-        return 256, QC_RA_ST256
-    if dsm == qc_ra_ring(128, QC_RA_ST128):
-        return 128, QC_RA_ST128
-    if dsm == qc_ra_ring(64, QC_RA_ST64):
-        return 64, QC_RA_ST64
+    span = 16 * QC_RA_SPLIT_MAX
+    for BM, ST in ((256, QC_RA_ST256), (128, QC_RA_ST128), (64, QC_RA_ST64)):
+        r = qc_ra_ring(BM, ST)
+        if dsm >= r and dsm - r < span and (dsm - r) % 16 == 0:
+            return BM, ST, 1 + (dsm - r) // 16
     return None
+
+
+def qc_ra_setup(m, n, k, BM, grid, sp_in, work, mut=frozenset()):
+    """QC_RA_SETUP's tile counts and split: (tiles_m, tiles_n, kt_n, sp, dw, units); work: the pointer is not NULL."""
+    tiles_m, tiles_n = (m + BM - 1) // BM, (n + 127) // 128
+    tiles, kt_n = tiles_m * tiles_n, k // 64
+    dfull = tiles // grid * grid
+    ok = sp_in > 1 and (work or "nowork" in mut) and (tiles - dfull) * sp_in <= QC_RA_SMS and (
+        kt_n >= sp_in or "dev_kt" in mut)
+    sp = sp_in if ok else 1
+    dw = dfull if sp > 1 else tiles
+    return tiles_m, tiles_n, kt_n, sp, dw, dw + (tiles - dw) * sp
+
+
+def qc_ra_unit(u, d, sp, kt_n, mut=frozenset()):
+    """Work unit u: (tile, kb, ke, j): stages [kb, ke) of the tile, split j of it (-1: the whole tile)."""
+    if u < d:
+        return u, 0, kt_n, -1
+    v = u - d
+    t, j = d + v // sp, v % sp
+    kb, ke = kt_n * j // sp, kt_n * (j + 1) // sp
+    if "unit_gap" in mut and j > 0:  # each split past the first starts a stage late
+        kb += 1
+    if "unit_overlap" in mut and j < sp - 1:  # each split but the last runs one stage into the next
+        ke += 1
+    return t, kb, ke, j
 
 
 def qcp_tile(t, tiles_m, tiles_n, mut=frozenset()):
@@ -432,27 +530,54 @@ class W4Fmt:
         return a
 
 
-# ---- one launch: global memory, each block's ring, y -----------------------------------------------------------------
+# ---- one launch: global memory, the workspace, each block's ring, y --------------------------------------------------
+class Work:
+    """The kernel's workspace as the engine hands it: qc_ra_workspace_bytes of zeros, made once for a case and reused
+    by each of its launches (so the counters must come back to zero, and a slot may hold an earlier launch's sums):
+    int counter words 0..255 (arrivals) and 256..511 (stored slots), one each a tail tile, then f32 slots from word 512.
+    tag: who last stored each word (launch, tile, split; 0: never) for the check of the reads."""
+
+    def __init__(self, nbytes):
+        self.f = np.zeros(nbytes // 4, np.float32)
+        self.i = self.f.view(np.int32)  # the same words as ints
+        self.tag = np.zeros(nbytes // 4, np.int64)
+        self.launches = 0
+
+
+def slot_tag(serial, tt, j):
+    return (serial << 24) | (tt << 4) | j
+
+
 class Launch(rp.LaunchBase):
-    def __init__(self, F, x, m, n, k, env=None, grid=None, mut=frozenset()):
+    def __init__(self, F, x, m, n, k, env=None, grid=None, mut=frozenset(), split=None, dsm_sp=None, work=None):
         self.F, self.x, self.m, self.n, self.k, self.mut = F, x, m, n, k, mut
-        gx, threads, self.dsm = qc_ra_gemm_dims(m, n, env)
-        self.BM, self.ST = qc_ra_go(self.dsm, m, n, k)
+        self.plan = qc_ra_plan_of(m, n, k, env, split)
+        gx, threads, self.dsm = qc_ra_gemm_dims(m, n, k, env, split)
+        if dsm_sp:  # a launch that asks the device for dsm_sp splits whatever the host's plan says
+            self.dsm = qc_ra_ring_bytes(self.plan.bm) + 16 * (dsm_sp - 1)
+        self.BM, self.ST, self.sp_in = qc_ra_go(self.dsm, m, n, k)
         assert threads == QC_RA_THREADS
         self.STAGE = qc_ra_stage(self.BM)
-        self.grid = grid or gx  # a smaller grid stands in for more tiles than QC_RA_SMS (several tiles a block)
-        self.tiles_m, self.tiles_n, self.kt_n = cdiv(m, self.BM), cdiv(n, 128), k // 64
+        self.grid = grid or gx  # a smaller grid stands in for more tiles than QC_RA_SMS (several units a block)
+        self.ws = work  # None: the kernel's `work` is NULL
+        if work is not None:
+            work.launches += 1
+            self.serial = work.launches
+        self.tiles_m, self.tiles_n, self.kt_n, self.sp, self.dw, self.units = qc_ra_setup(
+            m, n, k, self.BM, self.grid, self.sp_in, work is not None, mut)
         self.y = np.full(m * n, np.nan)
+        self.ytol = np.full(m * n, TOL)  # per output: the tolerance, times sum |x w| (looser for split tiles)
         self.writes = np.zeros(m * n, np.int64)
         self.errors, self.frags, self.tail_words = [], 0, 0
+        self.ready, self.events = [], [[], [], []]  # the grid's actors; TMA boxes, cp.asyncs, slot stores in flight
+        self.spinners = []  # (Spin, actor) of the last units waiting for `written`
+        self.partials = {}  # (tile, split, consumer) -> its f32 sums as they left its registers
+        self.lasts = {}  # split tile -> the split that arrived last
         # each global buffer with 16 bytes of garbage after it (the rest of an aligned word, read but never used)
         self.gmem = {name: np.concatenate([b, np.full(16, 0xFF, np.uint8)]) for name, b in F.buf.items()}
 
-    def tiles(self, bx):  # for (t = blockIdx.x; t < tiles; t += gridDim.x)
-        t = bx
-        while t < self.tiles_m * self.tiles_n:
-            yield t
-            t += self.grid
+    def units_of(self, bx):  # for (u = blockIdx.x; u < units; u += gridDim.x)
+        return range(bx, self.units, self.grid)
 
     def gread(self, name, off, nbytes):
         """A cp.async source of nbytes at byte offsets off: misaligned, or starting past the tensor, is a Fault; a
@@ -466,12 +591,114 @@ class Launch(rp.LaunchBase):
         self.tail_words += int((off + nbytes > size).sum())
         return self.gmem[name][off[:, None] + np.arange(nbytes)]
 
+    # the workspace: counters (ints, words 0..511) and slots (f32, from word 512), bounds checked
+    def ctr(self, w):
+        if self.ws is None:
+            raise Fault("a split unit touches the workspace, and `work` is NULL")
+        if not 0 <= w < WS_SLOTS:
+            raise Fault("counter word %d: outside the workspace's %d counter words" % (w, WS_SLOTS))
+        return w
+
+    def atomic_add(self, w, v):  # atomicAdd(int *, v): the old value; wakes the last units waiting for this word
+        old = int(self.ws.i[self.ctr(w)])
+        self.ws.i[w] = old + v
+        for sa in list(self.spinners):
+            if sa[0].w == w and self.ws.i[w] >= sa[0].want:
+                self.spinners.remove(sa)
+                self.ready.append(sa[1])
+        return old
+
+    def slot_words(self, idx):
+        if self.ws is None:
+            raise Fault("a split unit touches the workspace, and `work` is NULL")
+        if idx.min() < WS_SLOTS or idx.max() >= self.ws.f.size:
+            raise Fault("slot word %d: outside the workspace's f32 slots (words %d..%d)" % (
+                int(idx.max() if idx.max() >= self.ws.f.size else idx.min()), WS_SLOTS, self.ws.f.size - 1))
+        return idx
+
+    def slot_store(self, idx, v, tt, j, fence):
+        """A warpgroup's f32 stores of a split's sums (tagged with their writer): in flight until the scheduler lands
+        them (the grid's third queue); `fence` counts them for the warpgroup's __threadfence."""
+        self.events[2].append(SlotStore(self, self.slot_words(idx), v.copy(), slot_tag(self.serial, tt, j), fence))
+        fence.n += 1
+
+    def slot_load(self, idx, tt, j, who):
+        """__ldcg of tile tt's split j's sums: each word must have been stored by that unit in this launch."""
+        got, want = self.ws.tag[self.slot_words(idx)], slot_tag(self.serial, tt, j)
+        if (got != want).any():
+            g = int(got.ravel()[np.argmax((got != want).ravel())])
+            raise Fault("%s reads slot %d of tile %d (split %d's sums) holding %s" % (
+                who, (int(idx.min()) - WS_SLOTS) // (128 * self.BM), tt, j,
+                "nothing stored yet" if g == 0 else "an earlier launch's sums" if g >> 24 != self.serial else
+                "tile %d split %d's sums" % ((g >> 4) & 0xFFFFF, g & 15)))
+        return self.ws.f[idx]
+
+
+class SlotStore:  # a warpgroup's stores into a slot, visible to the other blocks once landed
+    def __init__(self, L, idx, v, tag, fence):
+        self.L, self.idx, self.v, self.tag, self.fence = L, idx, v, tag, fence
+
+    def land(self):
+        self.L.ws.f[self.idx] = self.v
+        self.L.ws.tag[self.idx] = self.tag
+        self.fence.landed()
+
+
+class Fence:
+    """A warpgroup's __threadfence() after its slot stores: it waits until they have landed (so that the atomicAdd on
+    `written` that follows is a release of them)."""
+
+    def __init__(self, name, ready):
+        self.name, self.ready, self.n, self.waiter = name, ready, 0, None
+
+    def arrive(self, actor):
+        if self.n == 0:
+            return True
+        self.waiter = actor
+        return False
+
+    def landed(self):
+        self.n -= 1
+        if self.n == 0 and self.waiter is not None:
+            self.ready.append(self.waiter)
+            self.waiter = None
+
+
+class NBar:
+    """bar.sync 1, 256 of a block: its two consumer warpgroups (an actor each) meet there."""
+
+    def __init__(self, name, ready):
+        self.name, self.ready, self.waiting = name, ready, []
+
+    def arrive(self, actor):  # True: this arrival releases it (the others go back to the ready list)
+        if not self.waiting:
+            self.waiting.append(actor)
+            return False
+        self.ready.extend(self.waiting)
+        self.waiting = []
+        return True
+
+
+class Spin:
+    """Thread wi == 0's ld.acquire loop on `written` until it reaches want, as a wait: the atomicAdd that gets it there
+    puts the actor back on the ready list; one that never comes is a deadlock."""
+
+    def __init__(self, L, w, want):
+        self.L, self.w, self.want = L, w, want
+        self.name = "spin until written[%d] >= %d" % (w - WS_WRITTEN, want)
+
+    def arrive(self, actor):
+        if self.L.ws.i[self.w] >= self.want:
+            return True
+        self.L.spinners.append((self, actor))
+        return False
+
 
 class Block:
     """A block's shared memory (the ring's stages: x rows, W rows, metadata words; stale until written), its
-    mbarriers and the copies in flight."""
+    mbarriers, its named barrier 1 and qc_ra_last; its copies in flight join the grid's queues."""
 
-    def __init__(self, L, rng):
+    def __init__(self, L, rng, bx):
         ST, BM = L.ST, L.BM
         self.base = (DYN0 + 1023) & ~1023  # the swizzle repeats every 1 KiB
         if self.base + ST * L.STAGE > DYN0 + L.dsm:
@@ -482,10 +709,12 @@ class Block:
         self.W = rng.integers(0, 256, (ST, 128 * 32), dtype=np.uint8)  # W rows: 32 bytes a row
         self.M = rng.integers(0, 256, (ST, 1024), dtype=np.uint8)  # metadata: word i of row r at 4 r + 512 i
         self.wtag = [[None] * 4 for _ in range(ST)]  # (tile, kt) of each producer warp's copies last landed
-        self.ready = []
-        self.full = [MBar("full[%d]" % s, 129, self.ready, True) for s in range(ST)]  # expect_tx + 128 cp.async
-        self.empty = [MBar("empty[%d]" % s, 8, self.ready, True) for s in range(ST)]  # the 8 consumer warps
-        self.events = [[], []]  # TMA boxes, each producer warp's cp.asyncs
+        self.ready = L.ready
+        self.full = [MBar("b%d full[%d]" % (bx, s), 129, self.ready, True) for s in range(ST)]  # expect_tx + 128
+        self.empty = [MBar("b%d empty[%d]" % (bx, s), 8, self.ready, True) for s in range(ST)]  # 8 consumer warps
+        self.events = L.events  # TMA boxes, each producer warp's cp.asyncs
+        self.bar1 = NBar("b%d bar 1" % bx, self.ready)
+        self.last = None  # __shared__ int qc_ra_last
 
 
 class Box:  # a TMA box of x (64 rows x 64 k at element coordinates c0 inner, c1 rows; rows past m read zero)
@@ -496,6 +725,8 @@ class Box:  # a TMA box of x (64 rows x 64 k at element coordinates c0 inner, c1
         L, B = self.L, self.B
         if 64 * (self.b + 1) > L.BM:
             raise Fault("x box %d lands past the stage's %d x rows" % (self.b, L.BM))
+        if self.c0 < 0 or self.c0 + 64 > L.k:  # a stage outside [0, k): no unit may have one
+            raise Fault("x box at k %d: outside x's %d columns" % (self.c0, L.k))
         rows = self.c1 + np.arange(64)
         v = np.zeros((64, 64))
         v[rows < L.m] = L.x[rows[rows < L.m], self.c0:self.c0 + 64]
@@ -532,7 +763,8 @@ def producer(L, B, bx):
     m, n, k, BM, ST, mut = L.m, L.n, L.k, L.BM, L.ST, L.mut
     pt = np.arange(128)
     s, ph = 0, 0
-    for t in L.tiles(bx):
+    for u in L.units_of(bx):
+        t, kb, ke, sj = qc_ra_unit(u, L.dw, L.sp, L.kt_n, mut)
         tm, tn = qcp_tile(t, L.tiles_m, L.tiles_n, mut)
         m0, n0 = tm * BM, tn * 128
         left = (m - m0) // 64 if "nbox" in mut else (m - m0 + 63) // 64
@@ -553,7 +785,7 @@ def producer(L, B, bx):
             d0, d1 = row0 * 32 + 16 * (h ^ ((row0 >> 2) & 1)), row1 * 32 + 16 * (h ^ ((row1 >> 2) & 1))
         if tm >= 8:
             COV.add("x row tiles past a group of 8")
-        for kt in range(L.kt_n):
+        for kt in range(kb, ke):
             yield ('m', B.empty[s], ph if "prod_parity" in mut else ph ^ 1)  # a fresh barrier passes parity 1
             fb = B.full[s]
             nexp = BM // 64 if "expect" in mut else nbox
@@ -619,18 +851,35 @@ def wgmma(L, B, c, acc, a, desc, scale_d, tt, m0, n0, kt):
         return acc + D if scale_d else D
 
 
+def f32(v):
+    """float64 sums -> the f32 values the kernel holds (round to nearest even; NaN canonical, as the GPU makes it)."""
+    with np.errstate(all="ignore"):
+        r = np.asarray(v).astype(np.float32)
+    return np.where(np.isnan(r), np.float32(np.nan), r)
+
+
+def f32add(a, b):  # an f32 add (FADD): one rounding to nearest even, NaN canonical
+    with np.errstate(all="ignore"):
+        r = a + b
+    return np.where(np.isnan(r), np.float32(np.nan), r)
+
+
 def consumer(L, B, bx, c):
-    """Consumer warpgroup c (its 128 threads in lockstep, vectorized): per tile, the stages' builds and wgmmas with two
-    register sets taking turns, each stage released by the 4 warps' lane 0, then the epilogue."""
-    F, m, n, k, BM, ST, mut, kt_n = L.F, L.m, L.n, L.k, L.BM, L.ST, L.mut, L.kt_n
+    """Consumer warpgroup c (its 128 threads in lockstep, vectorized): per work unit, the stages' builds and wgmmas with
+    two register sets taking turns, each stage released by the 4 warps' lane 0; a split unit's arrival, slot store and
+    (the last of its tile) sum of the slots; then the epilogue."""
+    F, m, n, k, BM, ST, mut, kt_n, sp = L.F, L.m, L.n, L.k, L.BM, L.ST, L.mut, L.kt_n, L.sp
     warp, lane = TH >> 5, TH & 31
     g = lane >> 2
     cs = SimpleNamespace(k=k)
     cs.rl = 64 * c + 16 * warp + g  # tile row of A row g; A row g + 8 is rl + 8
     cs.swz = ((cs.rl >> 3) if "swz" in mut else (cs.rl >> 2)) & 1
     cs.t = lane & 3
-    acc = np.full((64, BM), np.nan)  # never initialized: the first wgmma of a tile must overwrite it
+    acc = np.full((64, BM), np.nan)  # never initialized: the first wgmma of a unit must overwrite it
     DR, DC = d_layout(BM)
+    SLOT = 128 * BM  # 256 consumer threads x BM / 2 sums
+    wi = 128 * c + TH  # tid - 128
+    sidx = np.arange(BM // 2)[None, :] * 256 + wi[:, None]  # acc[i] of thread wi: word i * 256 + wi of a slot
     s, ph = 0, 0
     ra, rb = np.zeros((4, 4, 128), np.int64), np.zeros((4, 4, 128), np.int64)
     cur_t = SimpleNamespace()
@@ -642,52 +891,137 @@ def consumer(L, B, bx, c):
         cs.ws, cs.ms, cs.kt = B.W[st], B.M[st], kt
         a[...] = F.build(cs, mut)
 
-    def step(kt, cur, nxt):  # stage kt from cur (built); the next stage into nxt while its wgmmas run
+    pending = []  # wgmma groups in flight, oldest first: (A registers, a copy of them, ring stage, its x version, kt)
+    prev = SimpleNamespace(s=0)  # sprev: the ring stage of the group before the newest
+
+    def wg_wait(n_keep):  # qcp_wg_wait<N>: all but the newest N groups retire; their operands must not have changed
+        while len(pending) > n_keep:
+            cur, held, sa, xv, kt = pending.pop(0)
+            if not np.array_equal(cur, held):
+                raise Fault("consumer %d: A registers of stage %d rewritten before its wgmmas retired" % (c, kt))
+            if B.xver[sa] != xv:
+                raise Fault("consumer %d: ring stage %d's x overwritten under its wgmmas (tile %d stage %d)" %
+                            (c, sa, cur_t.tt, kt))
+
+    def free(st):  # lane 0 of each of the 4 warps
+        for _ in range(4):
+            B.empty[st].arrive()
+
+    def step(kt, cur, nxt, kb, ke):
+        """stage kt from cur (built), issued behind stage kt - 1's wgmmas; once those are done (wait_group 1) their
+        stage is freed and the next stage is built into nxt (kt - 1's registers) while kt's run."""
         nonlocal s, ph, acc
         sa = s
         s += 1
         if s == (ST - 1 if "cons_wrap" in mut else ST):
             s, ph = 0, ph ^ 1
         d = qc_desc(B.base + sa * L.STAGE)
-        held, xv = cur.copy(), B.xver[sa]  # what the wgmmas read until the wait
         for j in range(4):
-            acc = wgmma(L, B, c, acc, cur[j], d + 2 * j, (kt > 0) if "scale_d" in mut else (kt > 0 or j > 0),
-                        cur_t.tt, cur_t.m0, cur_t.n0, kt)
-        if "early" in mut:  # the stage released before the wgmmas retire
-            for _ in range(4):
-                B.empty[sa].arrive()
-        if kt + 1 < kt_n:
+            scale_d = (kt > kb) if "scale_d" in mut else (kt > 0 or j > 0) if "scale_kb" in mut else (kt > kb or j > 0)
+            acc = wgmma(L, B, c, acc, cur[j], d + 2 * j, scale_d, cur_t.tt, cur_t.m0, cur_t.n0, kt)
+        pending.append((cur, cur.copy(), sa, B.xver[sa], kt))  # qcp_commit: what the group reads until it retires
+        yield None  # others may run while the wgmmas are in flight
+        if "no_wait1" not in mut:
+            wg_wait(1)
+        if kt > kb:
+            free(prev.s)
+        prev.s = sa
+        if kt + 1 < (kt_n if "next_kt" in mut else ke):
             yield ('m', B.full[s], ph)
             build(s, kt + 1, nxt)
-        yield None  # others may run while the wgmmas are in flight
-        # qcp_wg_wait<0>(): the wgmmas retire
-        if not np.array_equal(cur, held):
-            raise Fault("consumer %d: A registers of stage %d rewritten before its wgmmas retired" % (c, kt))
-        if B.xver[sa] != xv:
-            raise Fault("consumer %d: ring stage %d's x overwritten under its wgmmas (tile %d stage %d)" %
-                        (c, sa, cur_t.tt, kt))
-        if "early" not in mut:
-            for _ in range(4):  # lane 0 of each warp
-                B.empty[sa].arrive()
+        yield None
 
-    ntiles = 0
-    for tt in L.tiles(bx):
+    nunits, kinds, split_tiles = 0, set(), set()
+    who = "block %d consumer %d" % (bx, c)
+    fence = Fence("b%d consumer %d's __threadfence" % (bx, c), L.ready)
+    for u in L.units_of(bx):
+        tt, kb, ke, sj = qc_ra_unit(u, L.dw, sp, kt_n, mut)
         tm, tn = qcp_tile(tt, L.tiles_m, L.tiles_n, mut)
         m0, n0 = tm * BM, tn * 128
         cur_t.tt, cur_t.m0, cur_t.n0 = tt, m0, n0
         cs.rc0 = np.where(n0 + cs.rl < n, n0 + cs.rl, n - 1)
         cs.rc1 = n0 + cs.rl + 8 if "rc1" in mut else np.where(n0 + cs.rl + 8 < n, n0 + cs.rl + 8, n - 1)
+        prev.s = 0  # int sprev = 0;
         yield ('m', B.full[s], ph)
-        build(s, 0, ra)
-        kt = 0
-        while kt < kt_n:
-            yield from step(kt, ra, rb)
-            if kt + 1 >= kt_n:
+        build(s, kb, ra)
+        kt = kb
+        while kt < ke:
+            yield from step(kt, ra, rb, kb, ke)
+            if kt + 1 >= ke:
                 break
-            yield from step(kt + 1, rb, rb if "regs" in mut else ra)
+            yield from step(kt + 1, rb, rb if "regs" in mut else ra, kb, ke)
             kt += 2
+        if "no_wait0" not in mut:
+            wg_wait(0)
+        free(prev.s)
+        if pending:
+            raise Fault("consumer %d: the accumulator read with %d wgmma groups in flight (tile %d)" % (
+                c, len(pending), tt))
+        av = acc[DR, DC]  # (thread, i): thread th's acc[i]
+        nunits += 1
+        kinds.add(sj >= 0)
+        if sj >= 0:  # a split unit: the tile's last to arrive adds the others' sums to its own
+            if tt in split_tiles:
+                COV.add("two splits of a tile on one block")
+            split_tiles.add(tt)
+            av = f32(av)  # the f32 sums its registers hold (this model: rounded once, here)
+            L.partials[(tt, sj, c)] = av
+            tail = u - L.dw if "slot_u" in mut else tt - L.dw
+            arrived, written = tail, tail + WS_WRITTEN  # int *arrived = (int *)work + tail, *written = arrived + 256
+            slots = WS_SLOTS + tail * (1 if "slot_sp" in mut else sp) * SLOT  # work + 512 + tail * sp * SLOT
+            yield ('n', B.bar1)  # an earlier unit's reads of qc_ra_last are done
+            if c == 0:  # wi == 0
+                B.last = L.atomic_add(L.ctr(arrived), 1) == sp - 1
+            yield ('n', B.bar1)
+            last = B.last
+            keep = last and (sp == 2 or "keep_all" in mut)
+            if not keep:
+                L.slot_store(slots + sj * SLOT + sidx, av, tt, sj, fence)
+                if "no_fence" not in mut:
+                    yield ('n', fence)  # __threadfence()
+                yield ('n', B.bar1)
+                if c == 0:
+                    L.atomic_add(L.ctr(written), 1)
+            if not last and "store_nonlast" not in mut:
+                continue
+            if last:
+                # the others have arrived, so they are running and store without waiting for anything
+                if c == 0 and "no_wait" not in mut:
+                    yield ('n', Spin(L, L.ctr(written), sp if "spin_sp" in mut else sp - keep))
+                yield ('n', B.bar1)
+                # __threadfence(), then __ldcg of the slots
+                if keep and sp == 2:
+                    o = sj if "keep_own" in mut else 1 - sj
+                    av = f32add(av, L.slot_load(slots + o * SLOT + sidx, tt, o, who))
+                    COV.add("split sp 2: the last keeps its sums")
+                elif keep:  # keep_all of more than two: its own sums, then the others' in split order
+                    for j in range(sp):
+                        if j != sj:
+                            av = f32add(av, L.slot_load(slots + j * SLOT + sidx, tt, j, who))
+                else:  # slots 0, 1, .. in split order, its own among them
+                    av = L.slot_load(slots + sidx, tt, 0, who)
+                    for j in range(1, sp):
+                        av = f32add(av, L.slot_load(slots + j * SLOT + sidx, tt, j, who))
+                    COV.add("split sp > 2: the slots added in split order")
+                if c == 0 and "no_reset" not in mut:
+                    L.ws.i[arrived] = 0
+                    L.ws.i[written] = 0
+                # what y must be, whichever unit was last: the units' f32 sums added in split order (a + b = b + a)
+                parts = [L.partials.get((tt, j, c)) for j in range(sp)]
+                if any(p is None for p in parts):
+                    L.err("tile %d: the last unit summed before split %s finished" % (
+                        tt, [j for j in range(sp) if parts[j] is None]))
+                else:
+                    want = parts[0]
+                    for p in parts[1:]:
+                        want = f32add(want, p)
+                    if not np.array_equal(want.view(np.uint32), av.view(np.uint32)):
+                        L.err("tile %d (split %d last): y is not the f32 sum of its %d units' sums in split order" % (
+                            tt, sj, sp))
+                if c == 0:
+                    L.lasts[tt] = sj
+            av = av.astype(np.float64)
         # accumulator i: W row rl (+8 for i & 2), x row 8 (i / 4) + 2 t + (i & 1)
-        av = acc[DR, DC]
         i = np.arange(BM // 2)[None, :]
         if "epi_row" in mut:
             r = m0 + 8 * (i >> 2) + 2 * cs.t[:, None] + ((i >> 1) & 1)
@@ -697,28 +1031,39 @@ def consumer(L, B, bx, c):
             cn = n0 + cs.rl[:, None] + np.where(i & 2, 8, 0)
         mask = (r < m) if "epi_mask" in mut else (r < m) & (cn < n)
         L.store((r * n + cn).ravel(), av.ravel(), mask.ravel())
-        ntiles += 1
+        if sj >= 0:  # f32 sums, rounded when they left the registers and at each add
+            L.ytol[(r * n + cn)[mask]] = TOL + (sp + 1) * F32_EPS
         yield None
-    if ntiles > 1:
-        COV.add("several tiles a block")
+    if nunits > 1:
+        COV.add("several units a block")
+    if len(kinds) == 2:
+        COV.add("whole and split units on one block")
 
 
 POLICIES = ("eager", "lazy", "random", "starve")
 
 
 def simulate(L, policy, seed):
-    """Each block of the grid on its own (blocks share nothing but y): producer and consumers as actors."""
+    """The grid's blocks run together (split units of a tile meet through the workspace): each block's producer and
+    consumers are actors of one scheduler, its copies land from the grid's queues."""
+    actors, blocks = [], []
     for bx in range(L.grid):
-        B = Block(L, np.random.default_rng(seed + bx))
-        actors = [Actor("producer", producer(L, B, bx), "p"),
-                  Actor("consumer 0", consumer(L, B, bx, 0), "c0"), Actor("consumer 1", consumer(L, B, bx, 1), "c1")]
-        B.ready[:] = actors
-        steps = 400 + 40 * L.kt_n * (L.tiles_m * L.tiles_n // L.grid + 1)
-        rp.run_actors(actors, B.ready, B.events, policy, seed + bx, steps, held=lambda a: a.role == "c0")
+        B = Block(L, np.random.default_rng(seed + bx), bx)
+        blocks.append(B)
+        actors += [Actor("b%d producer" % bx, producer(L, B, bx), "p"),
+                   Actor("b%d consumer 0" % bx, consumer(L, B, bx, 0), "c0"),
+                   Actor("b%d consumer 1" % bx, consumer(L, B, bx, 1), "c1")]
+    L.ready[:] = actors
+    steps = L.grid * 400 + 60 * (L.kt_n + 4) * (L.units + L.grid)
+    rp.run_actors(actors, L.ready, L.events, policy, seed, steps, held=lambda a: a.role == "c0")
+    for B in blocks:
         for bar in B.full + B.empty:
             if not bar.at_rest():
-                raise Fault("block %d: %s left with %d arrivals / %d bytes pending" %
-                            (bx, bar.name, bar.pending, bar.tx))
+                raise Fault("%s left with %d arrivals / %d bytes pending" % (bar.name, bar.pending, bar.tx))
+        if B.bar1.waiting:
+            raise Fault("%s left with a warpgroup waiting" % B.bar1.name)
+    if L.spinners:
+        raise Fault("%d last units left spinning" % len(L.spinners))
 
 
 def make_x(rng, m, k):
@@ -729,28 +1074,39 @@ def make_x(rng, m, k):
     return bf16_val(b)
 
 
-def run_case(fmt, m, n, k, env=None, grid=None, policies=POLICIES, mut=frozenset(), seed=1):
-    """One problem: fmt is ("mx", specials) or ("w4", g, mode) (mode False / True: sym / asym, 2: fmin).  Returns
-    (errors, description)."""
+def run_case(fmt, m, n, k, env=None, grid=None, policies=POLICIES, mut=frozenset(), seed=1, split=None, dsm_sp=None,
+             work=True, want_sp=None):
+    """One problem: fmt is ("mx", specials) or ("w4", g, mode) (mode False / True: sym / asym, 2: fmin); env the tile
+    height variable's value, split QC_RA_SPLIT's, grid a smaller grid than the plan's, dsm_sp the splits the launch asks
+    of the device whatever the plan says, work False: `work` NULL; want_sp the splits the device must run (a check of
+    the case itself).  One workspace serves each interleaving's launch in turn.  Returns (errors, description)."""
     rng = np.random.default_rng(seed)
     F = MxFmt(rng, n, k, *fmt[1:]) if fmt[0] == "mx" else W4Fmt(rng, n, k, fmt[1], fmt[2])
     x = make_x(rng, m, k)
     with np.errstate(all="ignore"):
         ref = x @ F.W.T
         S = np.abs(x) @ np.where(np.isfinite(F.W), np.abs(F.W), 0.0).T
+    ws = Work(qc_ra_workspace_bytes(k)) if work and qc_ra_workspace_bytes(k) else None
     last = []
 
     def launch():
-        last.append(Launch(F, x, m, n, k, env, grid, mut))
+        last.append(Launch(F, x, m, n, k, env, grid, mut, split, dsm_sp, ws))
         return last[-1]
 
     def check(L):
         errs = list(L.errors) + rp.write_errors(L.writes, n)
+        if want_sp is not None and L.sp != want_sp:
+            errs.append("the device runs sp %d, the case wants %d" % (L.sp, want_sp))
+        if L.ws is not None and L.ws.i[:WS_SLOTS].any():
+            nz = np.flatnonzero(L.ws.i[:WS_SLOTS])
+            errs.append("%d counters left nonzero (first %s[%d] = %d)" % (
+                nz.size, "arrived" if nz[0] < WS_WRITTEN else "written", nz[0] % WS_WRITTEN, L.ws.i[nz[0]]))
         y = L.y.reshape(m, n)
         bad = np.isnan(y) != np.isnan(ref)
         bad |= np.isinf(ref) & (y != ref)
         with np.errstate(all="ignore"):
-            bad |= np.isfinite(ref) & ~(np.abs(y - ref) <= TOL * S)
+            bad |= np.isfinite(ref) & ~(np.abs(y - ref) <= L.ytol.reshape(m, n) * S + (L.ytol.reshape(m, n) > TOL) *
+                                        2.0 ** -126)
         if bad.any():
             i, j = np.argwhere(bad)[0]
             errs.append("%d outputs off the reference (first y[%d,%d] = %r, ref %r)" % (
@@ -759,7 +1115,10 @@ def run_case(fmt, m, n, k, env=None, grid=None, policies=POLICIES, mut=frozenset
             COV.add("aligned metadata words past the tensor's end")
         return errs
 
-    errs = rp.replay(policies, seed, launch, simulate, check)
+    probe = Launch(F, x, m, n, k, env, grid, mut, split, dsm_sp, None)  # the device's sp, given a workspace
+    probe_sp = qc_ra_setup(m, n, k, probe.BM, probe.grid, probe.sp_in, ws is not None, mut)[3]
+    errs = rp.replay(policies, seed, launch, simulate, check,
+                     " (a split tile's sums must not depend on which unit is last)" if probe_sp > 1 else "")
     L = last[0]
     COV.add("%s BM %d" % (fmt[0], L.BM))
     COV.add("%s k %d" % (fmt[0], k))
@@ -769,10 +1128,35 @@ def run_case(fmt, m, n, k, env=None, grid=None, policies=POLICIES, mut=frozenset
             COV.update(["fmin BM %d" % L.BM, "fmin k %d" % k])
     else:
         COV.update("mx e=%d" % v for v in (0, 128, 129, 254, 255) if (F.e == v).any())
-    desc = "%-17s m=%3d n=%3d k=%3d BM %3d ST %2d grid %2d (%d tiles)%s" % (
-        F.name, m, n, k, L.BM, L.ST, L.grid, L.tiles_m * L.tiles_n, " env %s" % env if env else "")
+    varied = 0
+    if L.sp > 1:
+        COV.add("split BM %d" % L.BM)
+        if L.kt_n % L.sp:
+            COV.add("split stages uneven")
+        if L.dw > 0:
+            COV.add("split tiles after whole ones")
+        if split is None and dsm_sp is None:
+            COV.add("the plan itself splits")
+        lasts = {}
+        for Lp in last:
+            for tt, j in Lp.lasts.items():
+                lasts.setdefault(tt, set()).add(j)
+        varied = sum(len(v) > 1 for v in lasts.values())
+        if varied:
+            COV.add("the last to arrive differs across interleavings (sp %s)" % ("2" if L.sp == 2 else "> 2"))
+    elif L.sp_in > 1 and L.tiles_m * L.tiles_n % L.grid:  # a tail the device would have split
+        COV.add("a split asked, refused by the device (%s)" % ("work NULL" if L.ws is None else "kt < sp"
+                                                               if L.kt_n < L.sp_in else "tail x sp > 132"))
+    elif split is not None and atoll(split) > 1:
+        COV.add("a forced split refused by the plan")
+    desc = "%-17s m=%3d n=%3d k=%4d BM %3d grid %3d: %d tiles, sp %d (%d asked), %d units%s%s%s" % (
+        F.name, m, n, k, L.BM, L.grid, L.tiles_m * L.tiles_n, L.sp, L.sp_in, L.units, " env %s" % env if env else "",
+        " QC_RA_SPLIT=%s" % split if split is not None else "", "" if L.ws is not None else " work NULL")
     if not errs:
-        desc += ": %d A fragments exact, y within %g of sum|xw|, NaN/inf exact" % (L.frags, TOL)
+        desc += ": %d A fragments exact, y within %s of sum|xw|, NaN/inf exact" % (
+            L.frags, "%g" % TOL if L.sp == 1 else "(sp + 1) 2^-24")
+        if L.sp > 1:
+            desc += "; the last unit differed for %d of %d split tiles" % (varied, len(L.lasts))
         if L.tail_words:
             desc += "; %d scale words ran past the tensor (bytes unused)" % L.tail_words
     return errs, desc
@@ -841,43 +1225,135 @@ def arith_checks():
 
 
 def host_checks():
-    # the picks the comments name
-    picks = [((17, 4096, None), 64), ((64, 128, None), 64), ((65, 128, None), 128), ((300, 4096, None), 128),
-             ((1024, 6144, None), 256), ((4096, 4096, None), 256), ((4096, 4096, "64"), 64), ((17, 128, "256"), 256),
-             ((4096, 4096, "32"), 256), ((4096, 4096, "abc"), 256), ((129, 128, None), 128)]
-    bad = ["m=%d n=%d env %s -> %d, want %d" % (a + (qc_ra_gemm_bm(*a), w)) for a, w in picks if qc_ra_gemm_bm(*a) != w]
-    report(not bad, "qc_ra_gemm_bm picks: %s" % (bad or "m <= 64 -> 64, 128 / 256 by waves x (BM + 128), a tie "
-                                                        "(qkv 6144 at m = 1024) -> 256, env 64/128/256 forces"))
-    # the three rings fit sm_90 with the static barriers, are told apart by their sizes, and the host's bytes are
-    # the device's qc_ra_ring; stages are 1 KiB multiples holding x, W rows and 2 words a row
+    # the plans the comments and the session's shapes name: (m, n, k, env_bm, QC_RA_SPLIT) -> (bm, tiles, splits, units)
+    picks = [((1024, 6144, 4096, None, None), (256, 192, 2, 252)),   # 132 whole + 60 tail tiles split 2
+             ((1024, 6144, 4096, None, "1"), (256, 192, 1, 192)),    # unsplit: the qkv tie goes to the wider tile
+             ((1024, 6144, 1024, None, None), (256, 192, 1, 192)),   # kt 16: split 2 costs 8 + 2 + 8 stages
+             ((64, 4096, 4096, None, None), (64, 32, 4, 128)),       # m <= 64: BM 64, 32 tiles split 4
+             ((17, 4096, 4096, None, None), (64, 32, 4, 128)),
+             ((256, 4096, 4096, None, None), (128, 64, 2, 128)),     # o at m = 256: 2 splits of 128 rows
+             ((2048, 4096, 4096, None, None), (256, 256, 1, 256)),   # a tail of 124: 248 units would not fit
+             ((1024, 14336, 4096, None, None), (256, 448, 2, 500)),
+             ((300, 4096, 4096, None, None), (256, 64, 2, 128)),
+             ((65, 128, 4096, None, None), (128, 1, 4, 4)), ((129, 128, 4096, None, None), (128, 2, 4, 8)),
+             ((64, 2176, 4096, None, None), (64, 17, 4, 68)),
+             ((40, 200, 1472, None, None), (64, 2, 2, 4)),           # kt 23: 12 + 2 + 8 < 23, 8 + 2 + 12 is not
+             ((100, 100, 1984, None, None), (128, 1, 3, 3)),         # kt 31: 3 ways (11 + 14 < 16 + 10)
+             ((100, 200, 832, None, None), (128, 2, 1, 2)),          # kt 13: no split pays
+             ((4096, 4096, 4096, "64", None), (64, 2048, 1, 2048)), ((17, 128, 4096, "256", None), (256, 1, 4, 4)),
+             ((4096, 4096, 4096, "32", None), (256, 512, 1, 512)),
+             ((4096, 4096, 4096, "abc", None), (256, 512, 1, 512)),
+             ((64, 4096, 4096, None, "3"), (64, 32, 3, 96)),         # forced: 3
+             ((100, 200, 512, None, "2"), (128, 2, 2, 4)),           # forced, where the plan would not split
+             ((64, 4096, 4096, None, "8"), (64, 32, 1, 32)),         # forced, refused: 32 x 8 > 132
+             ((64, 4096, 128, None, "3"), (64, 32, 1, 32)),          # forced, refused: kt 2 < 3
+             ((64, 4096, 4096, None, "9"), (64, 32, 4, 128)),        # outside 1..8: ignored, the plan's own
+             ((64, 4096, 4096, None, "-2"), (64, 32, 4, 128)), ((64, 4096, 4096, None, "0"), (64, 32, 4, 128)),
+             ((64, 4096, 4096, None, "abc"), (64, 32, 4, 128)),      # atoll 0: the plan's own
+             ((64, 4096, 4096, None, "1"), (64, 32, 1, 32))]         # QC_RA_SPLIT=1: no split
+    bad = []
+    for a, w in picks:
+        pl = qc_ra_plan_of(*a)
+        if (pl.bm, pl.tiles, pl.splits, pl.units) != w:
+            bad.append("m=%d n=%d k=%d env %s split %s -> %s, want %s" % (a + ((pl.bm, pl.tiles, pl.splits, pl.units),
+                                                                                w)))
+    report(not bad, "qc_ra_plan_of: %s" % (
+        bad or "%d plans (BM by stages x (BM + 128), the last wave split while tail x sp <= 132 and kt / sp >= 4 by "
+               "ceil(kt / sp) + 2 + 4 sp, ties to the wider tile, QC_RA_SPLIT forcing, refused or ignored)" % len(
+                   picks)))
+    dims = qc_ra_gemm_dims(1024, 6144, 4096)
+    ok = dims == (132, QC_RA_THREADS, qc_ra_ring_bytes(256) + 16) and qc_ra_gemm_dims(64, 4096, 4096) == (
+        128, QC_RA_THREADS, qc_ra_ring_bytes(64) + 48) and qc_ra_gemm_bm(1024, 6144, 4096) == 256
+    ok &= qc_ra_workspace_bytes(64) == 0 and qc_ra_workspace_bytes(128) == 2048 + 132 * 128 * 256 * 4
+    report(ok, "qc_ra_gemm_dims (1024 x 6144 x 4096: grid 132, ring + 16; 64 x 4096 x 4096: grid 128, ring + 48) "
+           "and qc_ra_workspace_bytes (0 for k 64, 2048 + 132 slots of 128 x 256 f32 from k 128): %s" % (
+               "ok" if ok else dims))
+    # the three rings fit sm_90 with the static barriers and 16 bytes a split past the first, are told apart by their
+    # sizes (sp included), and the host's bytes are the device's qc_ra_ring; stages are 1 KiB multiples holding x,
+    # W rows and 2 words a row
     bad = []
     sizes = {}
     for bm, st in ((64, QC_RA_ST64), (128, QC_RA_ST128), (256, QC_RA_ST256)):
         sizes[bm] = qc_ra_ring_bytes(bm)
         if sizes[bm] != qc_ra_ring(bm, st):
             bad.append("BM %d: host %d bytes, device %d" % (bm, sizes[bm], qc_ra_ring(bm, st)))
-        if sizes[bm] + SMEM_STATIC > SMEM_OPTIN:
-            bad.append("BM %d: %d + %d bytes of shared memory" % (bm, sizes[bm], SMEM_STATIC))
+        if sizes[bm] + 16 * (QC_RA_SPLIT_MAX - 1) + SMEM_STATIC > SMEM_OPTIN:
+            bad.append("BM %d: %d + %d bytes of shared memory" % (bm, sizes[bm] + 16 * (QC_RA_SPLIT_MAX - 1),
+                                                                 SMEM_STATIC))
         if qc_ra_stage(bm) % 1024 or qc_ra_stage(bm) < bm * 128 + 128 * 32 + 2 * 512 or st > QC_RA_ST64:
             bad.append("BM %d: stage of %d bytes, %d stages" % (bm, qc_ra_stage(bm), st))
-        if qc_ra_go(sizes[bm], 100, 100, 64) != (bm, st):
-            bad.append("BM %d: the kernel runs %s" % (bm, qc_ra_go(sizes[bm], 100, 100, 64)))
-    if len(set(sizes.values())) != 3:
+        for sp in range(1, QC_RA_SPLIT_MAX + 1):
+            if qc_ra_go(sizes[bm] + 16 * (sp - 1), 100, 100, 64) != (bm, st, sp):
+                bad.append("BM %d sp %d: the kernel runs %s" % (bm, sp, qc_ra_go(sizes[bm] + 16 * (sp - 1), 100, 100,
+                                                                                  64)))
+        for off in (16 * QC_RA_SPLIT_MAX, 8, -16):  # past the span, misaligned, below the ring: nothing runs
+            if qc_ra_go(sizes[bm] + off, 100, 100, 64) is not None:
+                bad.append("BM %d: dsm ring %+d runs %s" % (bm, off, qc_ra_go(sizes[bm] + off, 100, 100, 64)))
+    if len(set(sizes.values())) != 3 or min(abs(a - b) for a in sizes.values() for b in sizes.values() if a != b) < \
+            16 * QC_RA_SPLIT_MAX:
         bad.append("ring sizes not distinct: %s" % sizes)
-    report(not bad, "rings: %s" % (bad or "%s bytes, distinct, within sm_90's %d with the barriers; the kernel "
-                                          "picks the host's BM" % (sorted(sizes.values()), SMEM_OPTIN)))
-    # the launch: grid min(tiles, 132), 384 threads, the ring of the pick; the kernel returns for bad shapes
-    bad = []
+    report(not bad, "rings: %s" % (bad or "%s bytes, + 16 (sp - 1) for sp 1..%d, distinct, within sm_90's %d with the "
+                                          "barriers; the kernel picks the host's BM and sp" % (
+                                              sorted(sizes.values()), QC_RA_SPLIT_MAX, SMEM_OPTIN)))
+    # the launch: grid min(units, 132), 384 threads; the kernel runs the host's plan (BM, sp, units) with a workspace,
+    # each tile whole without one, and its counters and slots fit the workspace; it returns for bad shapes
+    bad, nsplit = [], 0
     for m in (1, 17, 64, 65, 100, 129, 256, 300, 1000, 1024, 2048, 4096, 8192):
         for n in (1, 8, 75, 128, 129, 1000, 4096, 6144, 14336, 28672):
-            gx, th, sm = qc_ra_gemm_dims(m, n)
-            bm = qc_ra_gemm_bm(m, n)
-            tiles = cdiv(m, bm) * cdiv(n, 128)
-            if gx != min(tiles, QC_RA_SMS) or th != QC_RA_THREADS or qc_ra_go(sm, m, n, 128) is None:
-                bad.append("m=%d n=%d" % (m, n))
-    if qc_ra_gemm_dims(0, 8) != (0, 0, 0) or qc_ra_go(qc_ra_ring_bytes(64), 8, 8, 96) is not None:
+            for k in (64, 128, 832, 4096):
+                for split in (None, "2", "8"):
+                    gx, th, sm = qc_ra_gemm_dims(m, n, k, None, split)
+                    pl = qc_ra_plan_of(m, n, k, None, split)
+                    go = qc_ra_go(sm, m, n, k)
+                    if gx != min(pl.units, QC_RA_SMS) or th != QC_RA_THREADS or go is None or go[0] != pl.bm or \
+                            go[2] != pl.splits:
+                        bad.append("m=%d n=%d k=%d split %s: grid %d, the kernel runs %s" % (m, n, k, split, gx, go))
+                        continue
+                    for work in (True, False):
+                        tm, tn, kt_n, sp, dw, units = qc_ra_setup(m, n, k, go[0], gx, go[2], work and
+                                                                  qc_ra_workspace_bytes(k) > 0)
+                        want = (pl.splits, pl.units) if work and qc_ra_workspace_bytes(k) else (1, pl.tiles)
+                        tail = tm * tn - dw
+                        if (sp, units) != want or tm * tn != pl.tiles or (sp > 1 and (
+                                tail >= WS_WRITTEN or 4 * (WS_SLOTS + tail * sp * 128 * go[0]) >
+                                qc_ra_workspace_bytes(k))):
+                            bad.append("m=%d n=%d k=%d split %s work %d: the kernel runs sp %d, %d units" % (
+                                m, n, k, split, work, sp, units))
+                        nsplit += sp > 1
+    if qc_ra_gemm_dims(0, 8, 128) != (0, 0, 0) or qc_ra_go(qc_ra_ring_bytes(64), 8, 8, 96) is not None:
         bad.append("empty or k % 64 problems")
-    report(not bad, "qc_ra_gemm_dims: grid, block and ring over m x n: %s" % (bad[:3] or "ok"))
+    report(not bad, "qc_ra_gemm_dims / qc_ra_go / QC_RA_SETUP over m x n x k x QC_RA_SPLIT: %s" % (
+        bad[:3] or "the kernel runs the host's BM, sp and units (%d of them split), every tile whole without a "
+                   "workspace; counters and slots inside it" % nsplit))
+    # QC_RA_SETUP and qc_ra_unit over tiles, grids, asked splits and stage counts: every stage of every tile in exactly
+    # one unit, no unit empty, a split tile's units consecutive stages in split order, tail x sp <= 132 slots
+    bad, seen = [], 0
+    for tiles in list(range(1, 34)) + [131, 132, 133, 192, 263, 264, 265, 400]:
+        for grid in (1, 2, 3, 5, 16, 17, 66, 131, 132):
+            for sp_in in range(1, QC_RA_SPLIT_MAX + 1):
+                for kt_n in (1, 2, 3, 7, 8, 13, 64):
+                    _, _, _, sp, dw, units = qc_ra_setup(tiles * 64, 128, kt_n * 64, 64, grid, sp_in, True)
+                    want_sp = sp_in if (tiles - tiles // grid * grid) * sp_in <= QC_RA_SMS and kt_n >= sp_in else 1
+                    if sp != want_sp or (sp > 1 and ((tiles - dw) * sp > QC_RA_SMS or dw % grid)):
+                        bad.append("tiles %d grid %d sp %d kt %d: sp %d dw %d" % (tiles, grid, sp_in, kt_n, sp, dw))
+                        continue
+                    if sp == 1 and dw != tiles:
+                        bad.append("tiles %d: unsplit, %d whole" % (tiles, dw))
+                    seen += sp > 1
+                    nxt = {}  # tile -> (next split, next stage)
+                    for u in range(dw, units):
+                        t, kb, ke, j = qc_ra_unit(u, dw, sp, kt_n)
+                        if nxt.get(t, (0, 0)) != (j, kb) or ke <= kb or not dw <= t < tiles:
+                            bad.append("tiles %d grid %d sp %d kt %d: unit %d is tile %d split %d [%d, %d)" % (
+                                tiles, grid, sp, kt_n, u, t, j, kb, ke))
+                            break
+                        nxt[t] = (j + 1, ke)
+                    if any(v != (sp, kt_n) for v in nxt.values()) or len(nxt) != tiles - dw or (
+                            dw and qc_ra_unit(dw - 1, dw, sp, kt_n) != (dw - 1, 0, kt_n, -1)):
+                        bad.append("tiles %d grid %d sp %d kt %d: the split tiles' stages %s" % (
+                            tiles, grid, sp, kt_n, sorted(nxt.items())[:2]))
+    report(not bad, "QC_RA_SETUP / qc_ra_unit: %s" % (bad[:3] or "%d split launches: each tile's stages once, in "
+                                                                "units of at least one stage, split order" % seen))
     # qcp_tile covers each tile once
     gaps = []
     for tiles_m in range(1, 21):
@@ -908,18 +1384,69 @@ def anchors():
             "const int left = (int)((m - m0 + 63) / 64), nbox = left < BM / 64 ? left : BM / 64;",
             "const int row0 = pt >> 1, row1 = row0 + 64, h = pt & 1;",
             "const ll rs = n0 + pt < n ? n0 + pt : n - 1;",
+            "const u8 *q0 = fa.q + r0 * (k / 2) + 16 * h, *q1 = fa.q + r1 * (k / 2) + 16 * h;",
             "const u32 d0 = row0 * 32 + 16 * (h ^ ((row0 >> 2) & 1)), d1 = row1 * 32 + 16 * (h ^ ((row1 >> 2) & 1));",
             "qcp_wait(empty + 8 * s, ph ^ 1u);", "qcp_expect_tx(fb, nbox * 8192u);",
             "qcp_tma2d(sx + b * 8192, tmx, kt * 64, m0 + 64 * b, fb);", "F::meta(fa, ss + pt * 4, rs, kt, k);",
             "qcp_mbar_init(full + 8 * s, 129);", "qcp_mbar_init(empty + 8 * s, 8);",
             "cs.rl = 64 * c + 16 * warp + g;", "cs.swz = (cs.rl >> 2) & 1;", "cs.t = (u32)(lane & 3);",
             "cs.rc1 = n0 + cs.rl + 8 < n ? n0 + cs.rl + 8 : n - 1;",
-            "for (int j = 0; j < 4; j++) qc_ra_wgmma<BM>(acc, cur[j], d + 2 * j, kt > 0 || j > 0);",
-            "step(kt, ra, rb);", "step(kt + 1, rb, ra);", "if (lane == 0) qcp_arrive(empty + 8 * sa);",
+            "for (int j = 0; j < 4; j++) qc_ra_wgmma<BM>(acc, cur[j], d + 2 * j, kt > kb || j > 0);",
+            "step(kt, ra, rb);", "step(kt + 1, rb, ra);", "qcp_commit();", "qcp_wg_wait<1>();",
+            "if (kt > kb && lane == 0) qcp_arrive(empty + 8 * sprev);", "sprev = sa;", "int sprev = 0;",
+            "qcp_wg_wait<0>();", "if (lane == 0) qcp_arrive(empty + 8 * sprev);",
             "const ll r = m0 + 8 * (i >> 2) + 2 * cs.t + (i & 1), cn = n0 + cs.rl + ((i & 2) ? 8 : 0);",
             "if (r < m && cn < n) y[r * n + cn] = acc[i];",
-            "if (bm == 128 || cost <= best) best = cost, pick = bm;", "#define QC_RA_FIXED 128",
-            "#define QC_RA_ST64 16", "#define QC_RA_ST128 10", "#define QC_RA_ST256 6"],
+            "#define QC_RA_FIXED 128", "#define QC_RA_ST64 16", "#define QC_RA_ST128 10", "#define QC_RA_ST256 6",
+            # the work units: QC_RA_SETUP's split, qc_ra_unit, the walks over units and stages
+            "const ll dfull = tiles / gridDim.x * gridDim.x; /* the tiles of full waves */",
+            "const int sp = sp_in > 1 && work && (tiles - dfull) * sp_in <= QC_RA_SMS && kt_n >= sp_in ? sp_in : 1;",
+            "const ll dw = sp > 1 ? dfull : tiles, units = dw + (tiles - dw) * sp;",
+            "*t = u, *kb = 0, *ke = kt_n, *j = -1;", "*t = d + v / sp, *j = (int)(v % sp);",
+            "*kb = (int)((ll)kt_n * *j / sp), *ke = (int)((ll)kt_n * (*j + 1) / sp);",
+            "for (ll u = blockIdx.x; u < units; u += gridDim.x) {", "qc_ra_unit(u, dw, sp, kt_n, &t, &kb, &ke, &sj);",
+            "qc_ra_unit(u, dw, sp, kt_n, &tt, &kb, &ke, &sj);", "for (int kt = kb; kt < ke; kt++) {",
+            "if (kt + 1 < ke) {", "build(s, kb, ra);", "for (int kt = kb; kt < ke; kt += 2) {",
+            "if (kt + 1 >= ke) break;",
+            # the split unit's epilogue
+            "if (sj >= 0) {", "constexpr int SLOT = 128 * BM;", "const int wi = tid - 128;", "const ll tail = tt - dw;",
+            "int *arrived = (int *)work + tail, *written = arrived + 256;",
+            "float *slots = work + 512 + tail * sp * (ll)SLOT;",
+            "qcp_bar_n(1, 256); /* an earlier unit's reads of qc_ra_last are done */",
+            "if (wi == 0) qc_ra_last = atomicAdd(arrived, 1) == sp - 1;",
+            "const int last = qc_ra_last, keep = last && sp == 2;", "if (!keep) {",
+            "for (int i = 0; i < BM / 2; i++) slots[sj * (ll)SLOT + i * 256 + wi] = acc[i];",
+            "if (wi == 0) atomicAdd(written, 1);", "if (!last) continue;", "if (w >= sp - keep) break;",
+            "const float *other = slots + (1 - sj) * (ll)SLOT;",
+            "for (int i = 0; i < BM / 2; i++) acc[i] += __ldcg(other + i * 256 + wi);",
+            "for (int i = 0; i < BM / 2; i++) acc[i] = __ldcg(slots + i * 256 + wi);", "for (int j = 1; j < sp; j++)",
+            "for (int i = 0; i < BM / 2; i++) acc[i] += __ldcg(slots + j * (ll)SLOT + i * 256 + wi);",
+            "if (wi == 0) *arrived = 0, *written = 0;",
+            # qc_ra_go: BM and sp from the dynamic smem size
+            "span = 16u * QC_RA_SPLIT_MAX;",
+            "if (dsm >= r256 && dsm - r256 < span && (dsm - r256) % 16 == 0)",
+            "else if (dsm >= r128 && dsm - r128 < span && (dsm - r128) % 16 == 0)",
+            "else if (dsm >= r64 && dsm - r64 < span && (dsm - r64) % 16 == 0)",
+            "F>(tmx, fa, y, m, n, k, work, 1 + (int)(dsm - r256) / 16, smem, bars);",
+            "F>(tmx, fa, y, m, n, k, work, 1 + (int)(dsm - r128) / 16, smem, bars);",
+            "F>(tmx, fa, y, m, n, k, work, 1 + (int)(dsm - r64) / 16, smem, bars);",
+            # the host plan
+            "#define QC_RA_SPLIT_MAX 8", "#define QC_RA_SPLIT_FIX 2", "#define QC_RA_SPLIT_MIN 4",
+            "int64_t forced = env_sp ? atoll(env_sp) : 0;",
+            "if (forced < 1 || forced > QC_RA_SPLIT_MAX) forced = 0;",
+            "if (tail * sp > QC_RA_SMS || kt < sp || (!forced && kt / sp < QC_RA_SPLIT_MIN)) break;",
+            "int64_t c = (kt + sp - 1) / sp + QC_RA_SPLIT_FIX + QC_RA_SPLIT_PER * sp;", "#define QC_RA_SPLIT_PER 4",
+            "if (forced ? sp == forced : c < cost) best = sp, cost = c;", "*stages = best == 1 ? kt : cost;",
+            'const char *e = env_bm ? getenv(env_bm) : NULL, *esp = getenv("QC_RA_SPLIT");',
+            'int64_t forced = e && (!strcmp(e, "64") || !strcmp(e, "128") || !strcmp(e, "256")) ? atoi(e) : 0;',
+            "int64_t lo = forced ? forced : m <= 64 ? 64 : 128, hi = forced ? forced : m <= 64 ? 64 : 256, best = -1;",
+            "c.tiles = (m + bm - 1) / bm * tn;", "c.splits = qc_ra_tail_split(c.tiles % QC_RA_SMS, kt, esp, &last);",
+            "c.units = c.tiles - c.tiles % QC_RA_SMS + c.tiles % QC_RA_SMS * c.splits;",
+            "int64_t cost = (bm + QC_RA_FIXED) * (c.tiles / QC_RA_SMS * kt + last);",
+            "if (best < 0 || cost <= best) best = cost, pl = c;",
+            "d->grid[0] = (uint32_t)(pl.units < QC_RA_SMS ? pl.units : QC_RA_SMS);",
+            "d->shared_bytes = (uint32_t)(qc_ra_ring_bytes(pl.bm) + 16 * (pl.splits - 1));",
+            "return p->k >= 128 ? 2048u + (uint64_t)QC_RA_SMS * 128 * 256 * 4 : 0;"],
         "plugins/mxfp4/mxfp4_wgmma.c": [
             "return e <= 128u ? ((e + 126u) << 7) * 0x10001u : e < 255u ? 0x7e807e80u : 0x7fc07fc0u;",
             "return e > 128u && e < 255u ? (e << 7) * 0x10001u : 0x3f803f80u;",
@@ -927,7 +1454,9 @@ def anchors():
             "qcp_cp4(dst, fa.sc + ((r * (k / 32) + 2 * kt) & ~3ll));", "const u32 sh = 8u * c.t;",
             "s0 = 8u * (u32)((c.rc0 * nb + 2 * c.kt) & 3), s1 = 8u * (u32)((c.rc1 * nb + 2 * c.kt) & 3);",
             "a[2 * b + 1][3] = mxw_mul(mxw_pair(r1.w, sh), f1);", "a[j][3] = mxw_mul(a[j][3], g1);",
-            "const uint4 r1 = *(const uint4 *)(c.ws + (c.rl + 8) * 32 + 16 * (b ^ c.swz));"],
+            "const uint4 r1 = *(const uint4 *)(c.ws + (c.rl + 8) * 32 + 16 * (b ^ c.swz));",
+            "const u8 *sc, float *y, ll m, ll n, ll k, float *work, const __grid_constant__ QcTmap tmx) {",
+            "qc_ra_go<MxDec>(&tmx, fa, y, m, n, k, work);", ".workspace_bytes = qc_ra_workspace_bytes,"],
         "plugins/w4a16/w4a16_wgmma_bf16.c": [
             "const ll e = r * (k >> fa.gsh) + ((kt * 64) >> fa.gsh);", "qcp_cp4(dst, fa.sc + (e & ~1ll));",
             "if (MODE == 1) qcp_cp4(dst + 512, (const u8 *)fa.zm + (e & ~3ll));", "const u32 sh = 4u * c.t;",
@@ -957,9 +1486,12 @@ def anchors():
             "__device__ __forceinline__ u32 w4bw_fmin(u32 w, u32 sh, u32 d2, u32 c2) {",
             r'\"=r\"(qb) : \"r\"(v), \"r\"(0x3F803F80u), \"r\"(0xC308C308u));',
             r'asm(\"fma.rn.bf16x2 %0, %1, %2, %3;\" : \"=r\"(r) : \"r\"(qb), \"r\"(d2), \"r\"(c2));',
-            "const u16 *s, const u16 *mn, float *y, ll m, ll n, ll k, ll gs, const __grid_constant__ QcTmap tmx) {",
+            "const u16 *s, const u16 *mn, float *y, ll m, ll n, ll k, ll gs, float *work,",
             "const W4Bf16<2>::Args fa = {q, s, mn, gs == 32 ? 5 : gs == 64 ? 6 : 7};",
-            "qc_ra_go<W4Bf16<2>>(&tmx, fa, y, m, n, k);",
+            "qc_ra_go<W4Bf16<2>>(&tmx, fa, y, m, n, k, work);", "qc_ra_go<W4Bf16<0>>(&tmx, fa, y, m, n, k, work);",
+            "qc_ra_go<W4Bf16<1>>(&tmx, fa, y, m, n, k, work);",
+            '#define W4BW_TAIL W4_GP_TAIL, {"work", QC_PARAM_PTR}',
+            "w4bw_dims, NULL, qc_ra_workspace_bytes);",
             '{W4BW_HEAD, {"w.mins", QC_PARAM_PTR}, W4BW_TAIL}'],
     }
     missing = []
@@ -1015,6 +1547,19 @@ group("w4a16.wgmma_bf16_fmin", [
     (("w4", 128, 2), 65, 264, 128, dict(env="64", grid=2)),  # groups of 128, 6 tiles on 2 blocks
     (("w4", 128, 2), 257, 128, 384, dict(env="256")),        # the second x tile holds 1 row, 6 stages
 ])
+# The last wave split over K: natural plans, forced ways (QC_RA_SPLIT) with uneven stage counts, splits after whole
+# tiles, several splits of a tile on one block, refusals by the plan and by the device, `work` NULL
+group("last wave split over K", [
+    (("w4", 64, False), 40, 200, 1472, dict(want_sp=2)),       # the plan's: BM 64 (m <= 64), 2 tiles x 2 (11 + 12)
+    (("mx", MX_SPECIALS), 100, 100, 1984, dict(want_sp=3)),   # the plan's: BM 128, 1 tile x 3 (10, 10, 11 stages)
+    (("w4", 32, True), 300, 200, 320, dict(env="128", split="2", grid=4, want_sp=2)),  # 4 whole, then 2 x 2 (2 + 3)
+    (("w4", 64, 2), 40, 100, 448, dict(split="3", grid=2, want_sp=3)),  # fmin, 2 + 2 + 3 on 2 blocks
+    (("mx", MX_SPECIALS), 300, 100, 704, dict(env="256", split="8", grid=5, want_sp=8)),  # 8 of 1..2 stages, BM 256
+    (("w4", 64, True), 40, 300, 640, dict(split="2", grid=2, want_sp=2)),  # a whole tile, then a split (5 + 5)
+    (("w4", 128, False), 100, 72, 128, dict(split="3", want_sp=1)),     # forced, refused by the plan: kt 2 < 3
+    (("mx", MX_SPECIALS), 100, 72, 128, dict(dsm_sp=3, grid=3, want_sp=1)),  # asked of the device: kt 2 < 3
+    (("w4", 32, False), 100, 200, 448, dict(dsm_sp=4, grid=8, work=False, want_sp=1)),  # asked, work NULL
+])
 want = ["%s BM %d" % (f, b) for f in ("mx", "w4") for b in (64, 128, 256)] + \
     ["%s k %d" % (f, kk) for f in ("mx", "w4") for kk in (64, 128, 320)] + \
     ["w4 g%d %s" % (gg, a) for gg in (32, 64, 128) for a in ("sym", "asym", "fmin") if (gg, a) != (128, "sym")] + \
@@ -1022,14 +1567,21 @@ want = ["%s BM %d" % (f, b) for f in ("mx", "w4") for b in (64, 128, 256)] + \
     ["fmin centre rounded in f32", "fmin centre 0", "fmin m far from -8 d"] + \
     ["mx e=%d" % v for v in (0, 128, 129, 254, 255)] + \
     ["BM %d: x boxes past m not loaded" % b for b in (128, 256)] + \
-    ["W rows past n clamped", "ring wrap ST 6", "ring wrap ST 16", "several tiles a block",
-     "x row tiles past a group of 8", "mxfp4 big vote, mixed lanes", "mxfp4 big vote from rows rl + 8 only"]
+    ["W rows past n clamped", "ring wrap ST 6", "ring wrap ST 16", "several units a block",
+     "x row tiles past a group of 8", "mxfp4 big vote, mixed lanes", "mxfp4 big vote from rows rl + 8 only"] + \
+    ["split BM %d" % b for b in (64, 128, 256)] + \
+    ["the plan itself splits", "split stages uneven", "split tiles after whole ones",
+     "whole and split units on one block", "two splits of a tile on one block", "split sp 2: the last keeps its sums",
+     "split sp > 2: the slots added in split order", "the last to arrive differs across interleavings (sp 2)",
+     "the last to arrive differs across interleavings (sp > 2)", "a forced split refused by the plan",
+     "a split asked, refused by the device (kt < sp)", "a split asked, refused by the device (work NULL)"]
 missing = [w for w in want if w not in COV]
 report(not missing, "coverage: %s" % ("missing " + ", ".join(missing) if missing else "%d paths taken" % len(want)))
 print("%s: coverage: %s" % (PROG, "MISSING " + ", ".join(missing) if missing else
                             "every listed path taken (%d: each BM and k per format, groups per w4a16 mode, fmin's "
                             "BM / k / centres, scale bytes 0/128/129/254/255, boxes past m, clamped rows, ring wraps, "
-                            "several tiles a block, the big vote)"
+                            "several units a block, the big vote; the split: each BM, the plan's own, uneven stages, "
+                            "after whole tiles, on shared blocks, sp 2 and > 2 with the last unit varying, refusals)"
                             % len(want)))
 if "aligned metadata words past the tensor's end" in COV:
     print("%s: note: mxfp4.wgmma's aligned scale word of the last row runs up to 2 bytes past w.scales when n * k / 32 "
@@ -1043,13 +1595,14 @@ MUTATIONS = [
     ("rc1", "rc1 (row rl + 8) not clamped to n - 1"),
     ("nbox", "the box count rounds down: a box partly past m not loaded"),
     ("expect", "expect_tx counts BM / 64 boxes, loaded or not"),
-    ("scale_d", "scale-d = kt > 0: the stage's first wgmmas overwrite D"),
+    ("scale_d", "scale-d = kt > kb: each stage's first wgmma overwrites D"),
     ("epi_row", "the epilogue swaps the roles of i & 1 and i & 2"),
     ("epi_mask", "the epilogue's store test drops cn < n"),
     ("tile", "qcp_tile's group height always 8"),
     ("prod_parity", "the producer waits empty with parity ph instead of ph ^ 1"),
     ("cons_wrap", "the consumer's ring wraps at ST - 1"),
-    ("early", "a stage released before its wgmmas retire (arrive before wait_group 0)"),
+    ("no_wait1", "no wait_group 1: the stage before is freed and its registers rebuilt while its wgmmas may run"),
+    ("no_wait0", "no wait_group 0 after a unit's stages: the accumulator read with wgmmas in flight"),
     ("regs", "the second step of the unrolled pair builds into the registers its wgmmas read"),
     ("mx_nibble", "mxfp4: sh = 4 t (nibble t) instead of byte t"),
     ("mx_big", "mxfp4: the second multiply for scale bytes 129..254 dropped"),
@@ -1078,12 +1631,42 @@ MUT_CASES = [
 ]
 
 
+# The split's mutations, hunted in split cases (the cases above run every tile whole)
+SPLIT_MUTATIONS = [
+    ("scale_kb", "scale-d = kt > 0 || j > 0: a split unit's first wgmma adds to the previous unit's sums"),
+    ("unit_gap", "qc_ra_unit: each split past the first starts a stage late (a gap)"),
+    ("unit_overlap", "qc_ra_unit: each split but the last ends a stage late (an overlap)"),
+    ("next_kt", "the next stage built while kt + 1 < kt_n instead of ke: past the unit's stages"),
+    ("no_wait", "the last unit does not wait for `written`: it reads slots before they are stored"),
+    ("no_fence", "no __threadfence between the slot stores and the count of `written`: counted before they land"),
+    ("spin_sp", "the last waits for written >= sp even when it keeps its sums (sp 2): it waits forever"),
+    ("keep_all", "the last keeps its sums for any sp: of more than two, the sum depends on which unit is last"),
+    ("keep_own", "the last of two adds its own slot (never stored) instead of the other's"),
+    ("no_reset", "the counters not put back to zero"),
+    ("store_nonlast", "a unit that is not the last stores y too"),
+    ("slot_u", "the counters and slots indexed by the unit (u - dw) instead of the tile (tt - dw)"),
+    ("slot_sp", "the slots of tail tile t at t x SLOT instead of t x sp x SLOT (tiles share slots)"),
+    ("nowork", "the device splits without checking that `work` is there"),
+    ("dev_kt", "the device splits without checking kt_n >= sp (empty units)"),
+]
+SPLIT_MUT_CASES = [
+    (("w4", 32, True), 300, 200, 320, dict(env="128", split="2", grid=4)),  # 4 whole tiles, then 2 split 2
+    (("mx", MX_SPECIALS), 40, 200, 448, dict(split="3", grid=6)),           # 2 tiles split 3 (2 + 2 + 3)
+    (("w4", 32, False), 100, 200, 448, dict(dsm_sp=4, grid=8, work=False)),  # split asked, work NULL
+    (("mx", MX_SPECIALS), 100, 72, 128, dict(dsm_sp=3, grid=3)),            # split asked, kt 2 < 3
+]
+
+
 def caught(c, name):  # the first error of the mutated case, after its format and shape
     kw = dict(c[4])
-    kw.setdefault("policies", ("eager", "random"))
+    # the split's in lazy order (copies and slot stores land only when no warpgroup can run: reads outrun them)
+    kw.setdefault("policies", ("lazy",) if name in dict(SPLIT_MUTATIONS) else ("eager", "random"))
     errs, desc = run_case(*c[:4], mut=frozenset([name]), seed=17, **kw)
     return "%s: %s" % (desc.split(" BM")[0], errs[0]) if errs else None
 
 
-T.hunt(MUTATIONS, MUT_CASES, caught)
+for muts, cases in ((MUTATIONS, MUT_CASES), (SPLIT_MUTATIONS, SPLIT_MUT_CASES)):
+    t0 = time.time()
+    T.hunt(muts, cases, caught)
+    print("%s: %d mutations hunted (%.1f s)" % (PROG, len(muts), time.time() - t0))
 T.finish(" (%.1f s)" % (time.time() - T0))
