@@ -468,10 +468,10 @@ int main(int argc, char **argv) {
                     run_case(&c, wg, 130, 256, 1024, W_NANBLK, 0);
                     run_case(&c, wg, 64, 256, 512, W_HUGE, 0);
                     run_case(&c, wg, 257, 136, 1024, W_HUGE, 0);
-                    /* the last wave split over K: by the plan (1024 x 6144 x 1024: one full wave, 60 tiles split
-                     * 2 ways; 64 x 264 x 1088 above: 3 tiles 4 ways, 17 stages), and forced 3 and 8 ways (uneven
-                     * stage counts), with NaN blocks through the partial sums */
-                    run_case(&c, wg, 1024, 6144, 1024, W_NORMAL, 0);
+                    /* the last wave split over K: by the plan (1024 x 6144 x 2048: one full wave, then 60 tiles
+                     * split 2 ways, 16 stages each), and forced 3 and 8 ways (uneven stage counts), with NaN blocks
+                     * through the partial sums */
+                    run_case(&c, wg, 1024, 6144, 2048, W_NORMAL, 0);
                     static const char *const sps[] = {"3", "8"};
                     for (int b = 0; b < 2; b++) {
                         setenv("QC_RA_SPLIT", sps[b], 1);

@@ -76,7 +76,7 @@ static void correctness_bf16(ctx *c, kern *bw) {
         unsetenv("QC_W4BW_BM");
     }
     /* the last wave split over K (qc_ra_gemm_src.h): QC_RA_SPLIT forces the ways where the wave and k allow it (2
-     * to 8, uneven stage counts among a tile's units); the plan splits 4104 x 1152 at m = 1040 by itself */
+     * to 8, uneven stage counts among a tile's units); test_gpu_mxfp4 has a split the plan makes by itself */
     static const char *const sps[] = {"2", "3", "8"};
     for (size_t b = 0; b < 3; b++) {
         setenv("QC_RA_SPLIT", sps[b], 1);
