@@ -46,54 +46,47 @@ static void correctness(ctx *c, kern *wg) {
 
 /* w4a16.wgmma_bf16_* (sym, asym, fmin; k % 64 == 0): the same kinds of shape, each tile height (QC_W4BW_BM) forced in turn and the
  * plan's own; x boxes partly and wholly past m, several tiles a block, odd group counts a row */
+/* w4a16.wgmma_bf16_*'s shapes: n, k and the m of each (0 ends the list) */
+static const struct {
+    int64_t n, k;
+    int64_t ms[6];
+} BF16_CASES[] = {
+    {8, 128, {17, 100, 0}},
+    {40, 384, {19, 129, 300, 0}},
+    {264, 320, {17, 63, 150, 0}},
+    {1000, 640, {65, 256, 1050, 0}},
+    {4104, 1152, {17, 1040, 0}},
+    {72, 14336, {17, 100, 0}},
+};
+
+/* the first n_cases of BF16_CASES for sym, asym and fmin, groups 32 up to 128 times g_mul, under the variable var set
+ * to val (NULL: the plan) */
+static void bf16_cases(ctx *c, kern *bw, size_t n_cases, uint32_t g_mul, const char *var, const char *val) {
+    if (val) setenv(var, val, 1);
+    printf("  (w4a16.wgmma_bf16_* with %s=%s)\n", var, val ? val : "(plan)");
+    for (int s = 0; s < 3; s++) /* sym, asym, fmin */
+        for (uint32_t g = 32; g <= 128; g *= g_mul)
+            for (size_t ci = 0; ci < n_cases; ci++) {
+                int64_t n = BF16_CASES[ci].n, k = BF16_CASES[ci].k;
+                if (k % g) continue;
+                wt w;
+                if (wt_make(c, &w, s, g, n, k, 1) == 0)
+                    for (size_t i = 0; bw[s].fn && i < 6 && BF16_CASES[ci].ms[i]; i++)
+                        run_case(c, bw[s].k, bw[s].fn, &w, BF16_CASES[ci].ms[i], 0);
+                wt_free(c, &w);
+            }
+    unsetenv(var);
+}
+
 static void correctness_bf16(ctx *c, kern *bw) {
-    static const struct {
-        int64_t n, k;
-        int64_t ms[6];
-    } cases[] = {
-        {8, 128, {17, 100, 0}},
-        {40, 384, {19, 129, 300, 0}},
-        {264, 320, {17, 63, 150, 0}},
-        {1000, 640, {65, 256, 1050, 0}},
-        {4104, 1152, {17, 1040, 0}},
-        {72, 14336, {17, 100, 0}},
-    };
+    const size_t all = sizeof BF16_CASES / sizeof BF16_CASES[0];
+    /* the plan's tile height, then each forced (the first four shapes) */
     static const char *const bms[] = {NULL, "64", "128", "256"};
-    for (size_t b = 0; b < 4; b++) {
-        if (bms[b]) setenv("QC_W4BW_BM", bms[b], 1);
-        printf("  (w4a16.wgmma_bf16_* with QC_W4BW_BM=%s)\n", bms[b] ? bms[b] : "(plan)");
-        for (int s = 0; s < 3; s++) /* sym, asym, fmin */
-            for (uint32_t g = 32; g <= 128; g *= 2)
-                for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
-                    int64_t n = cases[ci].n, k = cases[ci].k;
-                    if (k % g || (b > 0 && ci > 3)) continue;
-                    wt w;
-                    if (wt_make(c, &w, s, g, n, k, 1) == 0)
-                        for (size_t i = 0; bw[s].fn && i < 6 && cases[ci].ms[i]; i++)
-                            run_case(c, bw[s].k, bw[s].fn, &w, cases[ci].ms[i], 0);
-                    wt_free(c, &w);
-                }
-        unsetenv("QC_W4BW_BM");
-    }
+    for (size_t b = 0; b < 4; b++) bf16_cases(c, bw, b ? 4 : all, 2, "QC_W4BW_BM", bms[b]);
     /* the last wave split over K (qc_ra_gemm_src.h): QC_RA_SPLIT forces the ways where the wave and k allow it (2
      * to 8, uneven stage counts among a tile's units); test_gpu_mxfp4 has a split the plan makes by itself */
     static const char *const sps[] = {"2", "3", "8"};
-    for (size_t b = 0; b < 3; b++) {
-        setenv("QC_RA_SPLIT", sps[b], 1);
-        printf("  (w4a16.wgmma_bf16_* with QC_RA_SPLIT=%s)\n", sps[b]);
-        for (int s = 0; s < 3; s++)
-            for (uint32_t g = 32; g <= 128; g *= 4)
-                for (size_t ci = 0; ci < 4; ci++) {
-                    int64_t n = cases[ci].n, k = cases[ci].k;
-                    if (k % g) continue;
-                    wt w;
-                    if (wt_make(c, &w, s, g, n, k, 1) == 0)
-                        for (size_t i = 0; bw[s].fn && i < 6 && cases[ci].ms[i]; i++)
-                            run_case(c, bw[s].k, bw[s].fn, &w, cases[ci].ms[i], 0);
-                    wt_free(c, &w);
-                }
-        unsetenv("QC_RA_SPLIT");
-    }
+    for (size_t b = 0; b < 3; b++) bf16_cases(c, bw, 4, 4, "QC_RA_SPLIT", sps[b]);
     /* refusals with their reasons */
     const qc_kernel_desc *kd = bw[0].k;
     if (kd) {
