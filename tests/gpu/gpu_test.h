@@ -112,6 +112,22 @@ static inline qc_status gt_workspace(qc_gpu *g, qc_gpu_buf *buf, uint64_t *bytes
     return st;
 }
 
+/* How many of the first `words` 32-bit words of buf are non-zero (*nonzero), read back from the device: the split
+ * kernels put their workspace counters back to zero after every launch, and the tests check it. */
+static inline qc_status gt_nonzero_words(qc_gpu *g, const qc_gpu_buf *buf, size_t words, size_t *nonzero, char *err,
+                                         size_t errlen) {
+    *nonzero = 0;
+    uint32_t *w = malloc(words * 4);
+    if (!w) {
+        snprintf(err, errlen, "out of memory reading %zu workspace words", words);
+        return QC_ERR_NOMEM;
+    }
+    qc_status st = qc_gpu_download(g, w, buf->ptr, words * 4, err, errlen);
+    for (size_t i = 0; st == QC_OK && i < words; i++) *nonzero += w[i] != 0;
+    free(w);
+    return st;
+}
+
 #define GT_FLUSH_BYTES ((size_t)256 << 20)
 /* what the timing lines say about the method */
 #define GT_TIMING_NOTE "L2 flushed (256 MiB memset) before each run"

@@ -577,11 +577,9 @@ int main(void) {
                 printf("%s: timings skipped after a correctness failure\n", TEST);
         }
         if (c.work_bytes) { /* the counters are back at zero after every launch */
-            uint32_t cnt[512];
             char werr[256];
-            qc_status wst = qc_gpu_download(c.g, cnt, c.work.ptr, sizeof cnt, werr, sizeof werr);
             size_t nz = 0;
-            for (size_t i = 0; wst == QC_OK && i < 512; i++) nz += cnt[i] != 0;
+            qc_status wst = gt_nonzero_words(c.g, &c.work, 512, &nz, werr, sizeof werr);
             CHECK(wst == QC_OK && nz == 0, "%zu split-K counters left non-zero in the workspace%s%s", nz,
                   wst == QC_OK ? "" : ": ", wst == QC_OK ? "" : werr);
         }

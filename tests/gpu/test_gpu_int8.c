@@ -634,11 +634,9 @@ int main(int argc, char **argv) {
         }
     }
     if (c.work_bytes) { /* the split counters are back at zero after every launch */
-        int cnt[512];
         char werr[256];
         size_t nz = 0;
-        qc_status wst = qc_gpu_download(c.g, cnt, c.work.ptr, sizeof cnt, werr, sizeof werr);
-        for (int i = 0; wst == QC_OK && i < 512; i++) nz += cnt[i] != 0;
+        qc_status wst = gt_nonzero_words(c.g, &c.work, 512, &nz, werr, sizeof werr);
         CHECK(wst == QC_OK && nz == 0, "%zu split-K counters left non-zero in the workspace%s%s", nz,
               wst == QC_OK ? "" : ": ", wst == QC_OK ? "" : werr);
     }

@@ -177,10 +177,9 @@ static void run_case(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, en
     kd->launch_dims(&p, &d);
     /* the kernel's workspace (mxfp4.wgmma's last-wave split: partial sums and counters), zero-filled as the
      * contract says */
-    uint64_t wneed = kd->workspace_bytes ? kd->workspace_bytes(&p) : 0;
+    uint64_t wneed = kd->workspace_bytes ? kd->workspace_bytes(&p) : 0, wmade = 0;
     if (wneed) {
-        st = qc_gpu_alloc(c->g, (size_t)wneed, (size_t)wneed, QC_MEM_WORKSPACE, "work", &dw, err, sizeof err);
-        if (st == QC_OK) st = qc_gpu_memset32(c->g, dw.ptr, 0, (size_t)(wneed + 3) / 4, err, sizeof err);
+        st = gt_workspace(c->g, &dw, &wmade, wneed, err, sizeof err);
         CHECK(st == QC_OK, "%s %s: workspace of %llu bytes: %s", id, shape, (unsigned long long)wneed, err);
         if (st != QC_OK) goto out;
     }
@@ -198,10 +197,8 @@ static void run_case(ctx *c, const char *id, int64_t m, int64_t n, int64_t k, en
     if (st != QC_OK) goto out;
     if (wneed) { /* the counters (the first 2 KiB: arrivals and stored slots) are back at zero, so that the next
                     launch may reuse it */
-        uint32_t cnt[512];
-        st = qc_gpu_download(c->g, cnt, dw.ptr, sizeof cnt, err, sizeof err);
         size_t nz = 0;
-        for (size_t i = 0; st == QC_OK && i < 512; i++) nz += cnt[i] != 0;
+        st = gt_nonzero_words(c->g, &dw, 512, &nz, err, sizeof err);
         CHECK(st == QC_OK && nz == 0, "%s %s: %zu workspace counters left non-zero (grid %u, smem %u)%s%s", id, shape,
               nz, d.grid[0], d.shared_bytes, st == QC_OK ? "" : ": ", st == QC_OK ? "" : err);
     }

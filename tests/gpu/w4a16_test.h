@@ -193,10 +193,9 @@ static void run_case(ctx *c, const qc_kernel_desc *kd, qc_gpu_fn fn, wt *w, int6
     qc_launch_dims d;
     kd->launch_dims(&p, &d);
     /* the kernel's workspace (split-K partial sums and counters), zero-filled as the contract says */
-    uint64_t wneed = kd->workspace_bytes ? kd->workspace_bytes(&p) : 0;
+    uint64_t wneed = kd->workspace_bytes ? kd->workspace_bytes(&p) : 0, wbytes = 0;
     if (wneed) {
-        st = qc_gpu_alloc(c->g, (size_t)wneed, (size_t)wneed, QC_MEM_WORKSPACE, "work", &dw, err, sizeof err);
-        if (st == QC_OK) st = qc_gpu_memset32(c->g, dw.ptr, 0, (size_t)(wneed + 3) / 4, err, sizeof err);
+        st = gt_workspace(c->g, &dw, &wbytes, wneed, err, sizeof err);
         CHECK(st == QC_OK, "%s %s: workspace of %llu bytes: %s", kd->id, shape, (unsigned long long)wneed, err);
         if (st != QC_OK) goto out;
     }
@@ -210,11 +209,8 @@ static void run_case(ctx *c, const qc_kernel_desc *kd, qc_gpu_fn fn, wt *w, int6
     if (st != QC_OK) goto out;
     if (wneed) { /* the counters are back at zero, so that the next launch may reuse it: w4a16.wgmma_*'s 256 words,
                     the register-A skeleton's 512 (w4a16.wgmma_bf16_*: arrivals and stored slots) */
-        uint32_t cnt[512];
-        size_t nc = strncmp(kd->id, "w4a16.wgmma_bf16_", 17) == 0 ? 512 : 256;
-        st = qc_gpu_download(c->g, cnt, dw.ptr, nc * 4, err, sizeof err);
-        size_t nz = 0;
-        for (size_t i = 0; st == QC_OK && i < nc; i++) nz += cnt[i] != 0;
+        size_t nz = 0, nc = strncmp(kd->id, "w4a16.wgmma_bf16_", 17) == 0 ? 512 : 256;
+        st = gt_nonzero_words(c->g, &dw, nc, &nz, err, sizeof err);
         CHECK(st == QC_OK && nz == 0, "%s %s: %zu workspace counters left non-zero (grid %u x %u)%s%s", kd->id, shape,
               nz, d.grid[0], d.grid[1], st == QC_OK ? "" : ": ", st == QC_OK ? "" : err);
     }
