@@ -41,7 +41,7 @@
  * next stage's fragments into its registers while the new group runs (two
  * register sets take turns; the loop is unrolled by two); after a unit's
  * last stage it waits for everything.  BM x rows per tile (wgmma N) is the host's
- * pick (qc_ra_gemm_bm), told to the device by the ring size it launches
+ * pick (qc_ra_plan_of), told to the device by the ring size it launches
  * with: 16 stages of 13 KiB at BM 64, 10 of 21 at 128, 6 of 37 at 256.
  * Rows past n are clamped to n - 1 (never stored); x rows past m read as
  * zero (TMA).  k must be a multiple of 64 (the includer's eligibility).
@@ -365,11 +365,6 @@ static inline qc_ra_plan qc_ra_plan_of(int64_t m, int64_t n, int64_t k, const ch
         if (best < 0 || cost <= best) best = cost, pl = c; /* a tie: the wider tile */
     }
     return pl;
-}
-
-/* BM alone (the plan's). */
-static inline int64_t qc_ra_gemm_bm(int64_t m, int64_t n, int64_t k, const char *env) {
-    return qc_ra_plan_of(m, n, k, env).bm;
 }
 
 /* The launch of p: persistent blocks of 384 threads (one per unit up to 132), the ring of the picked BM plus

@@ -137,10 +137,6 @@ def qc_ra_plan_of(m, n, k, env_bm=None, env_sp=None):
     return pl
 
 
-def qc_ra_gemm_bm(m, n, k, env=None, env_sp=None):
-    return qc_ra_plan_of(m, n, k, env, env_sp).bm
-
-
 def qc_ra_gemm_dims(m, n, k, env=None, env_sp=None):
     """(grid x, block x, dynamic shared bytes) of the launch; zeros for an empty problem."""
     if m <= 0 or n <= 0:
@@ -1263,7 +1259,7 @@ def host_checks():
                    picks)))
     dims = qc_ra_gemm_dims(1024, 6144, 4096)
     ok = dims == (132, QC_RA_THREADS, qc_ra_ring_bytes(256) + 16) and qc_ra_gemm_dims(64, 4096, 4096) == (
-        128, QC_RA_THREADS, qc_ra_ring_bytes(64) + 48) and qc_ra_gemm_bm(1024, 6144, 4096) == 256
+        128, QC_RA_THREADS, qc_ra_ring_bytes(64) + 48) and qc_ra_plan_of(1024, 6144, 4096).bm == 256
     ok &= qc_ra_workspace_bytes(64) == 0 and qc_ra_workspace_bytes(128) == 2048 + 132 * 128 * 256 * 4
     report(ok, "qc_ra_gemm_dims (1024 x 6144 x 4096: grid 132, ring + 16; 64 x 4096 x 4096: grid 128, ring + 48) "
            "and qc_ra_workspace_bytes (0 for k 64, 2048 + 132 slots of 128 x 256 f32 from k 128): %s" % (
