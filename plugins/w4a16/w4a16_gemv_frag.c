@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../common/qc_gemv1_plan.h"
+#include "../common/qc_tma_pipe_src.h"
 #include "w4a16_impl.h"
 
 qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
@@ -577,13 +578,8 @@ static const char W4G_SRC_SYM[] = W4G_SRC;
 /* the launch: 4 rows a block, QC_W4G_KS overrides the K split (plugins/common/qc_gemv1_plan.h) */
 static void w4g_dims(const qc_problem *p, qc_launch_dims *d) { qc_gemv1_dims(p, "QC_W4G_KS", d); }
 
-static int w4g_el_sym(const qc_problem *p, qc_reason *why) {
-    static const char id[] = "w4a16.gemv1_sym";
-    const char *off = getenv("QC_W4G"); /* A/B runs: the fragment GEMV takes m = 1 again */
-    if (off && strcmp(off, "off") == 0) {
-        w4_why(why, "off", "%s is switched off (QC_W4G=off)", id);
-        return 0;
-    }
+/* what the m = 1 whole-line GEMVs (gemv1, gemv1_tma) need of the weight and shape */
+static int w4g_shape_ok(const char *id, const qc_problem *p, qc_reason *why) {
     if (!w4f_scheme_ok(id, p, why)) return 0;
     if (p->group_size != 128) {
         w4_why(why, "group", "%s needs group size 128 (a 64-byte segment is one group), the weight has %u "
@@ -602,6 +598,201 @@ static int w4g_el_sym(const qc_problem *p, qc_reason *why) {
     }
     if ((p->n + 3) / 4 > 0x7fffffffLL) {
         w4_why(why, "shape", "%s: n = %lld needs more blocks than a grid holds", id, (long long)p->n);
+        return 0;
+    }
+    return 1;
+}
+
+static int w4g_el_sym(const qc_problem *p, qc_reason *why) {
+    static const char id[] = "w4a16.gemv1_sym";
+    const char *off = getenv("QC_W4G"); /* A/B runs: the fragment GEMV takes m = 1 again */
+    if (off && strcmp(off, "off") == 0) {
+        w4_why(why, "off", "%s is switched off (QC_W4G=off)", id);
+        return 0;
+    }
+    return w4g_shape_ok(id, p, why);
+}
+
+/* ---- w4a16.gemv1_tma_sym ---- */
+/*
+ * w4a16.gemv1_tma_sym: gemv1's steps (the same sums in the same order, so
+ * the same y bit for bit as gemv1 with K split 1) on codes that TMA bulk
+ * copies bring into shared memory, for the long layers (gate_up).  A stage
+ * is 4 whole rows: their codes (4 k / 2 contiguous bytes) and their scales
+ * (4 k / 128 contiguous f16) are two cp.async.bulk, issued by one producer
+ * lane into a ring of W4T_NS stages; each of the W4T_W consumer warps takes
+ * whole stages (warp w: stages w, w + W4T_W, ...), runs gemv1's steps from
+ * shared memory, frees the stage and stores its 4 rows.  x is laid out once
+ * a block in shared memory so that each of a step's four x loads reads 512
+ * contiguous bytes.  Blocks of W4T_RPB(n) consecutive rows, two an SM.
+ * The ring is a multiple of the warps: a slot then serves one warp only,
+ * which knows that the slot's previous fill has completed (a parity wait
+ * only tells phases one apart: rings of 7 for 8 warps hung on the H200).
+ * Measured (bench/results/2026-12-01-h200-s15): gate_up 19.4 us back to
+ * back against gemv1's 21.8 (23.9 / 26.6 after a memset); slower than
+ * gemv1 on o, qkv and down, hence the n >= W4T_MIN_N refusal.
+ */
+#define W4T_W 8                /* consumer warps a block */
+#define W4T_NS 8               /* ring stages: a multiple of W4T_W */
+#define W4T_BLOCKS 264         /* 2 blocks an SM of an H200 */
+#define W4T_MIN_N 16384        /* the rows below which gemv1 is faster (QC_W4T_MIN_N overrides) */
+#define W4T_SMEM_MAX 116224    /* 2 blocks an SM: half of the 227 KiB an H200 SM offers a block, less 1 KiB */
+#define W4T_RPB(n) ((((n) + W4T_BLOCKS - 1) / W4T_BLOCKS + 3) / 4 * 4)
+/* x (2 k bytes), then the ring (W4T_NS stages of 4 rows: 2 k code bytes, k / 16 scale bytes), then 2 W4T_NS barriers */
+#define W4T_SMEM(k) (2 * (k) + W4T_NS * (2 * (k) + (k) / 16) + 16 * W4T_NS)
+
+#define W4T_SRC                                                                                                   \
+    W4G_SRC                                                                                                       \
+    QC_TMA_PIPE_SRC                                                                                               \
+    "#define W4T_W " W4F_STR(W4T_W) "\n"                                                                          \
+    "#define W4T_NS " W4F_STR(W4T_NS) "\n"                                                                        \
+    "#define W4T_BLOCKS " W4F_STR(W4T_BLOCKS) "\n"                                                                \
+    "__device__ __forceinline__ void w4t_bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar,\n"      \
+    "                                         unsigned long long pol) {\n" \
+    "    asm volatile(\"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint\"\n"      \
+    "                 \" [%0], [%1], %2, [%3], %4;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(bytes), \"r\"(bar), \"l\"(pol)\n" \
+    "                 : \"memory\");\n"                                                                             \
+    "}\n"                                                                                                         \
+    "/* gemv1's step with x handed in (w4g_compute's arithmetic and order) */\n"                                  \
+    "__device__ __forceinline__ void w4t_compute(const W4gStage &s, float (*acc)[2], const uint4 *xv, bool odd) {\n" \
+    "#pragma unroll\n"                                                                                            \
+    "    for (int r = 0; r < 2; r++) {\n"                                                                         \
+    "        float part[4] = {0.f, 0.f, 0.f, 0.f};\n"                                                             \
+    "#pragma unroll\n"                                                                                            \
+    "        for (int j = 0; j < 4; j++) {\n"                                                                     \
+    "            const u32 A = s.wa[r][j], B = s.wb[r][j];\n"                                                     \
+    "            const u32 b[4] = {xv[j].x, xv[j].y, xv[j].z, xv[j].w};\n"                                        \
+    "#pragma unroll\n"                                                                                            \
+    "            for (int h = 0; h < 2; h++) {\n"                                                                 \
+    "                const u32 a0 = w4f_pair(A >> (8 * h)), a1 = w4f_pair(B >> (8 * h));\n"                       \
+    "                const u32 a2 = w4f_pair(A >> (8 * h + 4)), a3 = w4f_pair(B >> (8 * h + 4));\n"               \
+    "                w4f_mma(part, a0, a1, a2, a3, b[2 * h], b[2 * h + 1]);\n"                                    \
+    "            }\n"                                                                                             \
+    "        }\n"                                                                                                 \
+    "        acc[r][0] = fmaf(w4f_h2f(s.sa[r]), odd ? part[1] : part[0], acc[r][0]);\n"                           \
+    "        acc[r][1] = fmaf(w4f_h2f(s.sb[r]), odd ? part[3] : part[2], acc[r][1]);\n"                           \
+    "    }\n"                                                                                                     \
+    "}\n"                                                                                                         \
+    "extern \"C\" __global__ void __launch_bounds__(32 * (W4T_W + 1), 2) qc_w4t_gemv1_sym(const u16 *x, const u8 *q,\n" \
+    "        const u16 *sc, float *y, ll m, ll n, ll k, ll gs) {\n"                                               \
+    "    extern __shared__ __align__(128) unsigned char w4t_sm[];\n"                                             \
+    "    qc_grid_trigger(); /* the next kernel's blocks may start (they wait for this one) */\n"                \
+    "    if (m != 1 || n <= 0 || k <= 0 || (k & 1023) || gs != 128) return;\n"                                   \
+    "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n"                                          \
+    "    const ll rpb = ((n + W4T_BLOCKS - 1) / W4T_BLOCKS + 3) / 4 * 4; /* the host's W4T_RPB */\n"              \
+    "    const ll r0 = (ll)blockIdx.x * rpb, r1 = r0 + rpb < n ? r0 + rpb : n;\n"                                \
+    "    if (r0 >= n) return;\n"                                                                                  \
+    "    const int rowb = (int)(k / 2), ng = (int)(k / 128), steps = (int)(k / 1024);\n"                          \
+    "    const int cb = 4 * rowb, stage = cb + 8 * ng; /* 4 rows of codes, then their scales */\n"               \
+    "    const int groups = (int)((r1 - r0 + 3) / 4);\n"                                                        \
+    "    uint4 *xs = (uint4 *)w4t_sm;\n"                                                                          \
+    "    unsigned char *ring = w4t_sm + 2 * k;\n"                                                                 \
+    "    const unsigned rb = qcp_smem(ring), full = rb + W4T_NS * stage, empty = full + 8 * W4T_NS;\n"          \
+    "    if (threadIdx.x == 0) {\n"                                                                               \
+    "        for (int i = 0; i < W4T_NS; i++) qcp_mbar_init(full + 8 * i, 1), qcp_mbar_init(empty + 8 * i, 1);\n"  \
+    "        asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");\n"                        \
+    "    }\n"                                                                                                     \
+    "    __syncthreads();\n"                                                                                      \
+    "    if (warp == W4T_W) { /* producer: one lane; codes and scales are never written, so no qc_grid_wait */\n" \
+    "        if (lane) return;\n"                                                                                 \
+    "        unsigned long long pol;\n"                                                                                          \
+    "        asm volatile(\"createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\\n\" : \"=l\"(pol));\n"          \
+    "        for (int j = 0; j < groups; j++) {\n"                                                                \
+    "            const int st = j % W4T_NS;\n"                                                                    \
+    "            const ll row0 = r0 + 4 * j;\n"                                                                   \
+    "            const int nr = r1 - row0 < 4 ? (int)(r1 - row0) : 4;\n"                                          \
+    "            qcp_wait(empty + 8 * st, ((j / W4T_NS) & 1) ^ 1);\n"                                             \
+    "            qcp_expect_tx(full + 8 * st, (unsigned)(nr * (rowb + 2 * ng)));\n"                              \
+    "            w4t_bulk(rb + st * stage, q + row0 * rowb, (unsigned)(nr * rowb), full + 8 * st, pol);\n"        \
+    "            w4t_bulk(rb + st * stage + cb, sc + row0 * ng, (unsigned)(nr * ng * 2), full + 8 * st, pol);\n" \
+    "        }\n"                                                                                                 \
+    "        return;\n"                                                                                           \
+    "    }\n"                                                                                                     \
+    "    qc_grid_wait(); /* x and y from here on */\n"                                                           \
+    "    /* x's 16-byte chunk nn of step c (lane 4 g + t's load j in gemv1: nn = 16 g + 4 t + j) goes to\n"      \
+    "       c * 128 + 32 j + 4 g + t, so that load j of a step reads 512 contiguous bytes */\n"                 \
+    "    for (int i = threadIdx.x; i < (int)(k / 8); i += 32 * W4T_W) {\n"                                        \
+    "        const int c = i >> 7, nn = i & 127;\n"                                                               \
+    "        xs[c * 128 + (nn & 3) * 32 + (nn >> 4) * 4 + ((nn >> 2) & 3)] = __ldg((const uint4 *)x + i);\n"    \
+    "    }\n"                                                                                                     \
+    "    qcp_bar_n(1, 32 * W4T_W);\n"                                                                             \
+    "    const int g = lane >> 2, t = lane & 3;\n"                                                                \
+    "    const bool odd = g & 1, diag = t == (g >> 1);\n"                                                         \
+    "    for (int j = warp; j < groups; j += W4T_W) {\n"                                                          \
+    "        const int st = j % W4T_NS;\n"                                                                        \
+    "        const ll row0 = r0 + 4 * j;\n"                                                                       \
+    "        qcp_wait(full + 8 * st, (j / W4T_NS) & 1);\n"                                                       \
+    "        const unsigned char *cs = ring + st * stage;\n"                                                      \
+    "        const u16 *ss = (const u16 *)(cs + cb);\n"                                                           \
+    "        float acc[2][2] = {{0.f, 0.f}, {0.f, 0.f}};\n"                                                       \
+    "#pragma unroll 2\n"                                                                                          \
+    "        for (int c = 0; c < steps; c++) {\n"                                                                 \
+    "            W4gStage sg;\n"                                                                                  \
+    "#pragma unroll\n"                                                                                            \
+    "            for (int r = 0; r < 2; r++) {\n"                                                                 \
+    "                const uint4 va = *(const uint4 *)(cs + 2 * r * rowb + c * 512 + 64 * g + 16 * t);\n"         \
+    "                const uint4 vb = *(const uint4 *)(cs + (2 * r + 1) * rowb + c * 512 + 64 * g + 16 * t);\n"   \
+    "                sg.wa[r][0] = va.x, sg.wa[r][1] = va.y, sg.wa[r][2] = va.z, sg.wa[r][3] = va.w;\n"           \
+    "                sg.wb[r][0] = vb.x, sg.wb[r][1] = vb.y, sg.wb[r][2] = vb.z, sg.wb[r][3] = vb.w;\n"           \
+    "                sg.sa[r] = ss[2 * r * ng + c * 8 + g];\n"                                                    \
+    "                sg.sb[r] = ss[(2 * r + 1) * ng + c * 8 + g];\n"                                              \
+    "            }\n"                                                                                             \
+    "            uint4 xv[4];\n"                                                                                  \
+    "#pragma unroll\n"                                                                                            \
+    "            for (int jj = 0; jj < 4; jj++) xv[jj] = xs[c * 128 + jj * 32 + lane];\n"                        \
+    "            w4t_compute(sg, acc, xv, odd);\n"                                                                \
+    "        }\n"                                                                                                 \
+    "        __syncwarp();\n"                                                                                     \
+    "        if (lane == 0) qcp_arrive(empty + 8 * st); /* the stage's reads are done: the producer may refill it */\n" \
+    "#pragma unroll\n"                                                                                            \
+    "        for (int r = 0; r < 2; r++)\n"                                                                       \
+    "#pragma unroll\n"                                                                                            \
+    "            for (int e = 0; e < 2; e++) {\n"                                                                 \
+    "                float v = diag ? acc[r][e] : 0.f;\n"                                                         \
+    "#pragma unroll\n"                                                                                            \
+    "                for (int o = 16; o >= 1; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"               \
+    "                const ll row = row0 + 2 * r + e;\n"                                                          \
+    "                if (lane == 0 && row < r1) y[row] = v;\n"                                                    \
+    "            }\n"                                                                                             \
+    "    }\n"                                                                                                     \
+    "}\n"
+
+static const char W4T_SRC_SYM[] = W4T_SRC;
+
+/* the launch: W4T_BLOCKS blocks of W4T_RPB(n) rows (fewer when n is small), 8 + 1 warps, x + ring + barriers */
+static void w4t_dims(const qc_problem *p, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    if (p->m != 1 || p->n <= 0 || p->k < 1024 || W4T_SMEM(p->k) > W4T_SMEM_MAX) return;
+    d->grid[0] = (uint32_t)((p->n + W4T_RPB(p->n) - 1) / W4T_RPB(p->n));
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = 32u * (W4T_W + 1);
+    d->block[1] = d->block[2] = 1;
+    d->shared_bytes = (uint32_t)W4T_SMEM(p->k);
+}
+
+static int w4t_el_sym(const qc_problem *p, qc_reason *why) {
+    static const char id[] = "w4a16.gemv1_tma_sym";
+    const char *off = getenv("QC_W4T"), *en = getenv("QC_W4T_MIN_N");
+    if (off && strcmp(off, "off") == 0) {
+        w4_why(why, "off", "%s is switched off (QC_W4T=off)", id);
+        return 0;
+    }
+    if (!w4g_shape_ok(id, p, why)) return 0;
+    if (W4T_SMEM(p->k) > W4T_SMEM_MAX) {
+        w4_why(why, "shared_memory", "%s keeps x and 8 stages of 4 rows in shared memory, %lld bytes at K=%lld; two "
+               "blocks an SM allow %d (w4a16.gemv1_sym takes it)", id, (long long)W4T_SMEM(p->k), (long long)p->k,
+               W4T_SMEM_MAX);
+        return 0;
+    }
+    long long min_n = W4T_MIN_N;
+    if (en) {
+        char *end = NULL;
+        long long v = strtoll(en, &end, 10);
+        if (end != en && *end == 0 && v >= 1) min_n = v;
+    }
+    if (p->n < min_n) {
+        w4_why(why, "n_range", "%s is faster than w4a16.gemv1_sym only on long layers: n = %lld < %lld (H200, "
+               "session 15; QC_W4T_MIN_N overrides)", id, (long long)p->n, min_n);
         return 0;
     }
     return 1;
@@ -632,15 +823,17 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
         .flags = QC_KERNEL_GRID_DEP,
     };
     /* what differs; gemv1 (m = 1 only) first: the engine ranks the narrower M range first, so it takes batch-1
-     * decode where it is eligible */
+     * decode where it is eligible; gemv1_tma before it (same range: registration order), on sm_90 only */
     static const struct {
         const char *id, *source, *entry;
         int64_t m_max;
         void (*dims)(const qc_problem *, qc_launch_dims *);
         int (*eligible)(const qc_problem *, qc_reason *);
+        int sm_min;
     } rows[] = {
-        {"w4a16.gemv1_sym", W4G_SRC_SYM, "qc_w4g_gemv1_sym", 1, w4g_dims, w4g_el_sym},
-        {"w4a16.gemv_frag_sym", W4F_SRC_SYM, "qc_w4f_gemv_sym", 16, w4f_dims, w4f_el_sym},
+        {"w4a16.gemv1_tma_sym", W4T_SRC_SYM, "qc_w4t_gemv1_sym", 1, w4t_dims, w4t_el_sym, 90},
+        {"w4a16.gemv1_sym", W4G_SRC_SYM, "qc_w4g_gemv1_sym", 1, w4g_dims, w4g_el_sym, 80},
+        {"w4a16.gemv_frag_sym", W4F_SRC_SYM, "qc_w4f_gemv_sym", 16, w4f_dims, w4f_el_sym, 80},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         d.id = rows[i].id;
@@ -649,6 +842,7 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
         d.cuda_entry = rows[i].entry;
         d.launch_dims = rows[i].dims;
         d.eligible = rows[i].eligible;
+        d.arch.min_sm = rows[i].sm_min;
         qc_status st = api->register_kernel(host, &d);
         if (st != QC_OK) return st;
     }

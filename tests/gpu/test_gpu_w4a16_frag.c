@@ -1,4 +1,4 @@
-/* test_gpu_w4a16_frag.c - w4a16.gemv_frag_sym and w4a16.gemv1_sym against the C reference and a double sum; times against the W4 floor, beside w4a16.gemv_sym. */
+/* test_gpu_w4a16_frag.c - w4a16.gemv_frag_sym, w4a16.gemv1_sym and w4a16.gemv1_tma_sym against the C reference and a double sum; times against the W4 floor, beside w4a16.gemv_sym. */
 #define _GNU_SOURCE
 #include <math.h>
 
@@ -83,8 +83,23 @@ static void correctness1(ctx *c, kern *k1) {
     free(saved);
 }
 
-/* Llama-3-8B shapes at M = 1, g128: w4a16.gemv1_sym beside the fragment GEMV, on the same weights. */
-static void timing1(ctx *c, kern *k1, kern *kf) {
+/* w4a16.gemv1_tma_sym (m = 1, g128, K % 1024, k <= 6144): blocks of one stage (n 8, 40: 4 rows a block), blocks
+ * whose ring wraps (28672: 28 stages a block over 8 slots; 65536: 63), a short last stage or block (1000, 4104,
+ * 16392), 1 to 6 steps a row (k 6144: the most its shared memory holds).  Eligibility is not asked here (run_case
+ * launches through the descriptor's plan), so the short layers it refuses by default run too. */
+static void correctness_tma(ctx *c, kern *kt) {
+    static const int64_t shapes[][2] = {{8, 1024},    {40, 3072},    {1000, 6144},  {4104, 1024},
+                                        {28672, 4096}, {16392, 2048}, {65536, 1024}, {4096, 5120}};
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+        wt w;
+        if (wt_make(c, &w, 0, 128, shapes[sh][0], shapes[sh][1], 1) == 0) run_case(c, kt->k, kt->fn, &w, 1, 0);
+        wt_free(c, &w);
+    }
+}
+
+/* Llama-3-8B shapes at M = 1, g128: w4a16.gemv1_sym beside the fragment GEMV, on the same weights, and
+ * w4a16.gemv1_tma_sym where its shared memory holds the layer (all but down). */
+static void timing1(ctx *c, kern *k1, kern *kf, kern *kt) {
     static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
     for (size_t sh = 0; sh < 4; sh++) {
         int64_t n = shapes[sh][0], k = shapes[sh][1];
@@ -95,6 +110,7 @@ static void timing1(ctx *c, kern *k1, kern *kf) {
         if (wt_make(c, &w, 0, 128, n, k, ncopy) == 0) {
             run_case(c, k1->k, k1->fn, &w, 1, REPS);
             run_case(c, kf->k, kf->fn, &w, 1, REPS);
+            if (kt->fn && k <= 6144) run_case(c, kt->k, kt->fn, &w, 1, REPS);
         }
         wt_free(c, &w);
     }
@@ -135,15 +151,18 @@ int main(void) {
         CHECK(st == QC_OK, "w4a16 plugin: %s", err);
         c.f = qc_format_find(c.rt, "w4a16");
         CHECK(c.f != NULL, "no w4a16 format");
-        kern kf, old, k1;
+        kern kf, old, k1, kt;
         memset(&kf, 0, sizeof kf);
         memset(&old, 0, sizeof old);
         memset(&k1, 0, sizeof k1);
+        memset(&kt, 0, sizeof kt);
         if (c.f && load_kernel(&c, &kf, "w4a16.gemv_frag_sym") == 0) {
             load_kernel(&c, &old, "w4a16.gemv_sym");
             load_kernel(&c, &k1, "w4a16.gemv1_sym");
+            if (qc_gpu_get_info(c.g)->sm >= 90) load_kernel(&c, &kt, "w4a16.gemv1_tma_sym");
             double t0 = qc_now_seconds();
             if (!getenv("QC_W4_TIMING_ONLY")) {
+                if (kt.fn) correctness_tma(&c, &kt);
                 if (k1.fn) correctness1(&c, &k1);
                 correctness(&c, &kf);
                 correctness_r2(&c, &kf);
@@ -152,7 +171,7 @@ int main(void) {
             measure_copy(&c);
             if (c.copy_gbs > 0 && !getenv("QC_W4_NO_TIMING")) {
                 t0 = qc_now_seconds();
-                if (k1.fn) timing1(&c, &k1, &kf);
+                if (k1.fn) timing1(&c, &k1, &kf, &kt);
                 timing(&c, &kf, &old);
                 printf("%s: timing cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             }

@@ -1,4 +1,4 @@
-# test_w4a16_frag_emu.py - plugins/w4a16/w4a16_gemv_frag.c's index and fragment math (gemv_frag_sym and gemv1_sym) replayed on the CPU, no GPU needed.
+# test_w4a16_frag_emu.py - plugins/w4a16/w4a16_gemv_frag.c's index and fragment math (gemv_frag_sym, gemv1_sym, gemv1_tma_sym) replayed on the CPU, no GPU needed.
 # A transcription (keep it in step with the kernel): the device's R rule from the grid, W4F_BOTH's both-tiles or
 # in-turn paths, each warp's chunk slice, each lane's code loads (byte offsets into the row-major packed rows, rows
 # clamped to n - 1), its scale words and their halves, its x loads (row m - 1 past m) as B registers,
@@ -330,6 +330,161 @@ def case1(n, k, ks):
           (n, k, ks, "ok" if ok else "FAIL", worst, "" if left == 0 else ", %d outputs unwritten" % left))
     return ok
 
+
+W4T_W, W4T_NS = 8, 8  # w4a16_gemv_frag.c's W4T_W, W4T_NS
+
+
+def w4t_rpb(n, blocks):
+    """W4T_RPB: rows a block, a multiple of 4 (blocks: W4T_BLOCKS on the device, smaller here to get long blocks)"""
+    return ((n + blocks - 1) // blocks + 3) // 4 * 4
+
+
+def gemv1t_block(ctx, bx, rpb):
+    """w4a16.gemv1_tma_sym: block bx's rows [bx rpb, + rpb) in stages of 4 whole rows (codes then scales, as the
+    two bulk copies lay them out; rows of a short last stage hold stale bytes), x laid out in shared memory by the
+    kernel's permutation and read back by load jj of lane l at c 128 + 32 jj + l; then gemv1's arithmetic."""
+    n, k, qb, sc, xb, y = ctx
+    ng, steps, rowb = k // 128, k // 1024, k // 2
+    r0 = bx * rpb
+    r1 = min(r0 + rpb, n)
+    if r0 >= n:
+        return
+    # x: 16-byte chunk i (8 bf16) to xs[c 128 + (nn & 3) 32 + (nn >> 4) 4 + ((nn >> 2) & 3)], nn = i & 127
+    xs = [None] * (k // 8)
+    for i in range(k // 8):
+        c, nn = i >> 7, i & 127
+        dst = c * 128 + (nn & 3) * 32 + (nn >> 4) * 4 + ((nn >> 2) & 3)
+        assert xs[dst] is None, "two x chunks on one slot"
+        xs[dst] = [xb[8 * i + e] for e in range(8)]
+    assert all(v is not None for v in xs), "an x slot left unwritten"
+    stale = rng.integers(0, 256, size=4 * rowb + 8 * ng)
+    for j in range((r1 - r0 + 3) // 4):
+        row0 = r0 + 4 * j
+        nr = min(4, r1 - row0)
+        stage = [int(v) for v in stale]  # the slot's previous contents past nr rows
+        stage[:nr * rowb] = [int(v) for v in qb[row0 * rowb:(row0 + nr) * rowb]]
+        scs = [int(v) for v in stale[4 * rowb:4 * rowb + 4 * ng]]  # f16 words past nr rows: stale
+        scs = [v & 0x3bff for v in scs]  # stale scales kept finite (their rows are never stored)
+        scs[:nr * ng] = sc[row0 * ng:(row0 + nr) * ng]
+        acc = [[[0.0, 0.0] for _ in range(2)] for _ in range(32)]
+        for c in range(steps):
+            xv = [[xs[c * 128 + jj * 32 + lane] for jj in range(4)] for lane in range(32)]
+            for r in range(2):
+                part = [[0.0] * 4 for _ in range(32)]
+                for jq in range(4):
+                    wa, wb, xp = [], [], []
+                    for lane in range(32):
+                        g, t = lane >> 2, lane & 3
+                        off = c * 512 + 64 * g + 16 * t + 4 * jq
+                        wa.append(u32_at(stage, 2 * r * rowb + off))
+                        wb.append(u32_at(stage, (2 * r + 1) * rowb + off))
+                        xw = xv[lane][jq]
+                        xp.append([(bf16_bits_to_f(xw[2 * i]), bf16_bits_to_f(xw[2 * i + 1])) for i in range(4)])
+                    for h in range(2):
+                        A = [[pair(wa[l] >> (8 * h)), pair(wb[l] >> (8 * h)), pair(wa[l] >> (8 * h + 4)),
+                              pair(wb[l] >> (8 * h + 4))] for l in range(32)]
+                        B = [[xp[l][2 * h], xp[l][2 * h + 1]] for l in range(32)]
+                        mma(part, A, B)
+                for lane in range(32):
+                    g = lane >> 2
+                    odd = g & 1
+                    sa, sb = f16_to_f(scs[2 * r * ng + c * 8 + g]), f16_to_f(scs[(2 * r + 1) * ng + c * 8 + g])
+                    acc[lane][r][0] += sa * (part[lane][1] if odd else part[lane][0])
+                    acc[lane][r][1] += sb * (part[lane][3] if odd else part[lane][2])
+        for r in range(2):
+            for e in range(2):
+                v = sum(acc[lane][r][e] for lane in range(32) if (lane & 3) == (lane >> 2) >> 1)
+                row = row0 + 2 * r + e
+                if row < r1:
+                    assert np.isnan(y[row]), "row %d stored twice" % row
+                    y[row] = v
+
+
+def ring_protocol(groups, w, ns, seed):
+    """The ring's mbarrier protocol under a random schedule: one producer lane (waits empty[s] with parity
+    ((j / ns) & 1) ^ 1, then a fill that lands later), w consumer warps (warp v takes stages v, v + w, ...: waits
+    full[s] with parity (j / ns) & 1, reads, arrives on empty[s]).  try_wait.parity(p) passes when the slot's
+    completed phases f have f & 1 != p, as the PTX ISA defines it.  Returns '' or what went wrong (a stage read
+    from the wrong fill, or no one able to move)."""
+    r = np.random.default_rng(seed)
+    full_f, empty_f, content = [0] * ns, [0] * ns, [None] * ns
+    landing, pj, cj, done = [], 0, list(range(w)), 0
+    while done < groups:
+        moves = []
+        if pj < groups and (empty_f[pj % ns] & 1) != (((pj // ns) & 1) ^ 1):
+            moves.append(("p",))
+        moves += [("l", i) for i in range(len(landing))]
+        moves += [("c", v) for v in range(w) if cj[v] < groups and (full_f[cj[v] % ns] & 1) != ((cj[v] // ns) & 1)]
+        if not moves:
+            return "stuck: producer at %d, consumers at %s" % (pj, cj)
+        mv = moves[r.integers(len(moves))]
+        if mv[0] == "p":
+            landing.append(pj)
+            pj += 1
+        elif mv[0] == "l":
+            j = landing.pop(mv[1])
+            content[j % ns] = j
+            full_f[j % ns] += 1
+        else:
+            v = mv[1]
+            j = cj[v]
+            if content[j % ns] != j:
+                return "warp %d read stage %d from slot %d holding %s" % (v, j, j % ns, content[j % ns])
+            empty_f[j % ns] += 1
+            cj[v] += w
+            done += 1
+    return ""
+
+
+def ring_cases():
+    ok = True
+    for groups in (1, 5, 8, 9, 28, 64):
+        for seed in range(40):
+            err = ring_protocol(groups, W4T_W, W4T_NS, seed)
+            if err:
+                print("test_w4a16_frag_emu: ring W=%d NS=%d groups %d seed %d: FAIL: %s" % (W4T_W, W4T_NS, groups, seed, err))
+                ok = False
+                break
+    # the checker must see the ring sizes that hung on the H200 (7 for 8 warps, 24 for 16)
+    for w, ns in ((8, 7), (16, 24)):
+        caught = any(ring_protocol(64, w, ns, seed) for seed in range(200))
+        if not caught:
+            print("test_w4a16_frag_emu: ring W=%d NS=%d: FAIL: the protocol check did not catch a ring known to hang" % (w, ns))
+            ok = False
+    print("test_w4a16_frag_emu: gemv1_tma ring protocol (W %d, NS %d; NS 7 / W 8 and NS 24 / W 16 caught): %s" %
+          (W4T_W, W4T_NS, "ok" if ok else "FAIL"))
+    return ok
+
+
+def case1t(n, k, blocks):
+    ng = k // 128
+    q = rng.integers(0, 16, size=(n, k))
+    sc16 = (rng.normal(size=(n, ng)) * 0.05).astype(np.float16)
+    x = rng.normal(size=k).astype(np.float32)
+    xbits = (x.view(np.uint32) >> 16).astype(np.uint32)
+    xval = (xbits << 16).view(np.float32).astype(np.float64)
+    qb = np.zeros(n * k // 2, np.uint8)
+    for j in range(n):
+        r8 = q[j].reshape(-1, 8)
+        qb[j * (k // 2):(j + 1) * (k // 2)] = np.stack([r8[:, 0] | (r8[:, 2] << 4), r8[:, 4] | (r8[:, 6] << 4),
+                                                       r8[:, 1] | (r8[:, 3] << 4), r8[:, 5] | (r8[:, 7] << 4)],
+                                                      axis=1).reshape(-1).astype(np.uint8)
+    W = (q - 8) * sc16.astype(np.float64).repeat(128, axis=1)
+    ref = W @ xval
+    y = np.full(n, np.nan)
+    ctx = (n, k, qb, [int(v) for v in sc16.view(np.uint16).reshape(-1)], [int(v) for v in xbits], y)
+    rpb = w4t_rpb(n, blocks)
+    grid = (n + rpb - 1) // rpb
+    for bx in range(grid):
+        gemv1t_block(ctx, bx, rpb)
+    left = int(np.isnan(y).sum())
+    mag = np.abs(W) @ np.abs(xval)
+    worst = float(np.nanmax(np.abs(y - ref) / (mag * 1e-12 + 1e-300)))
+    ok = left == 0 and worst <= 1.0 and rpb % 4 == 0
+    print("test_w4a16_frag_emu: gemv1_tma n=%3d k=%4d rows a block %d (%d blocks): %s, worst |d|/(1e-12 sum|xw|) %.3g%s" %
+          (n, k, rpb, grid, "ok" if ok else "FAIL", worst, "" if left == 0 else ", %d outputs unwritten" % left))
+    return ok
+
 cases = [
     # m, n, k, g, host R, KS: R = 1 and 2, g 32/64/128, m across the n8 tiles, ragged K slices and warps with
     # no chunk (k 384 = 3 chunks over KS 4), n with a half tile (24, 40) and a clamped second tile (72 at R 2)
@@ -354,10 +509,16 @@ cases = [
 # w4a16.gemv1_sym: n with a clamped last block (n % 4 != 0 here, though the format keeps n % 8), K splits with a
 # ragged or empty last warp (3 steps over KS 2 and 4)
 cases1 = [(8, 1024, 1), (6, 2048, 2), (5, 3072, 2), (12, 3072, 4), (3, 1024, 1)]
+# w4a16.gemv1_tma_sym: blocks of several stages and a short last block (n 38: 12 rows a block, the last 2), one
+# block, blocks of one stage, 1-3 steps of 512 bytes a row
+cases1t = [(38, 1024, 4), (40, 2048, 1), (12, 3072, 3), (26, 1024, 2)]
 bad = 0
+bad += 0 if ring_cases() else 1
+for c in cases1t:
+    bad += 0 if case1t(*c) else 1
 for c in cases:
     bad += 0 if case(*c) else 1
 for c in cases1:
     bad += 0 if case1(*c) else 1
-print("test_w4a16_frag_emu: %d of %d cases out of tolerance" % (bad, len(cases) + len(cases1)))
+print("test_w4a16_frag_emu: %d of %d cases out of tolerance" % (bad, len(cases) + len(cases1) + len(cases1t) + 1))
 sys.exit(1 if bad else 0)

@@ -1,4 +1,4 @@
-/* test_w4a16_frag_unit.c - w4a16.gemv_frag_sym and w4a16.gemv1_sym without a GPU: descriptors, refusals, selection, plans, references, sm_80 / sm_90a builds and SASS counts. */
+/* test_w4a16_frag_unit.c - w4a16.gemv_frag_sym, w4a16.gemv1_sym and w4a16.gemv1_tma_sym without a GPU: descriptors, refusals, selection, plans, references, sm_80 / sm_90a builds and SASS counts. */
 #define _GNU_SOURCE
 #include <math.h>
 
@@ -12,6 +12,7 @@
 #define TEST "test_w4a16_frag_unit"
 #define KID "w4a16.gemv_frag_sym"
 #define K1ID "w4a16.gemv1_sym"
+#define KTID "w4a16.gemv1_tma_sym"
 
 static qc_problem prob(int64_t m, int64_t n, int64_t k, uint32_t g, uint32_t scheme) {
     qc_problem p = {.struct_size = sizeof p, .sm = 90, .m = m, .n = n, .k = k, .group_size = g,
@@ -186,6 +187,101 @@ static void descriptors1(qc_runtime *rt) {
     CHECK(d.grid[0] == 0, "%s: m = 2 should give an empty grid", K1ID);
 }
 
+/* w4a16.gemv1_tma_sym: sm_90 and m = 1 only, gemv1's weight conditions, k up to 6144 (two blocks an SM of shared
+ * memory), n >= 16384 unless QC_W4T_MIN_N says otherwise; the engine's pick at m = 1 (gate_up on sm_90, gemv1 on
+ * sm_80 and for short layers); the plan. */
+static void save_env(const char *name, char **saved) {
+    const char *v = getenv(name);
+    *saved = v ? strdup(v) : NULL;
+}
+static void restore_env(const char *name, char *saved) {
+    if (saved) setenv(name, saved, 1);
+    else unsetenv(name);
+    free(saved);
+}
+static void descriptors_tma(qc_runtime *rt) {
+    const qc_format_desc *f = qc_format_find(rt, "w4a16");
+    const qc_kernel_desc *k = qc_kernel_find(rt, KTID);
+    CHECK(f && k, "w4a16 format or %s not loaded from %s", KTID, QC_TEST_PLUGIN_DIR);
+    if (!f || !k) return;
+    CHECK(k->reference && k->cuda_source && k->cuda_entry && k->launch_dims && k->eligible, "%s lacks a part", KTID);
+    CHECK(k->m_min == 1 && k->m_max == 1 && k->arch.min_sm == 90 && k->arch.max_sm == QC_SM_ANY &&
+              (k->flags & QC_KERNEL_GRID_DEP),
+          "%s: M [%lld, %lld] arch [%u, %u] flags 0x%x", KTID, (long long)k->m_min, (long long)k->m_max,
+          k->arch.min_sm, k->arch.max_sm, k->flags);
+    char *saved_min, *saved_off;
+    save_env("QC_W4T_MIN_N", &saved_min);
+    save_env("QC_W4T", &saved_off);
+    unsetenv("QC_W4T_MIN_N");
+    unsetenv("QC_W4T");
+    qc_reason why;
+    static const int64_t ok_shapes[][2] = {{28672, 4096}, {16384, 1024}, {16384, 6144}, {28672, 5120}};
+    for (size_t i = 0; i < sizeof ok_shapes / sizeof ok_shapes[0]; i++) {
+        qc_problem p = prob(1, ok_shapes[i][0], ok_shapes[i][1], 128, W4A16_SCHEME_SYM);
+        CHECK(qc_select_kernel(k, f, &p, 1, &why), "%s n=%lld k=%lld refused: %s: %s", KTID, (long long)p.n,
+              (long long)p.k, why.code, why.text);
+    }
+    qc_problem p80 = prob(1, 28672, 4096, 128, W4A16_SCHEME_SYM);
+    p80.sm = 80;
+    expect_refused(k, f, p80, "arch");
+    expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM), "n_range");
+    expect_refused(k, f, prob(1, 16376, 4096, 128, W4A16_SCHEME_SYM), "n_range");
+    expect_refused(k, f, prob(1, 28672, 7168, 128, W4A16_SCHEME_SYM), "shared_memory");
+    expect_refused(k, f, prob(1, 28672, 14336, 128, W4A16_SCHEME_SYM), "shared_memory");
+    expect_refused(k, f, prob(1, 28672, 4096, 64, W4A16_SCHEME_SYM), "group");
+    expect_refused(k, f, prob(1, 28672, 1152, 128, W4A16_SCHEME_SYM), "align_k");
+    expect_refused(k, f, prob(1, 28672, 4096, 128, W4A16_SCHEME_ASYM), "scheme");
+    expect_refused(k, f, prob(2, 28672, 4096, 128, W4A16_SCHEME_SYM), "m_range");
+    setenv("QC_W4T", "off", 1);
+    expect_refused(k, f, prob(1, 28672, 4096, 128, W4A16_SCHEME_SYM), "off");
+    unsetenv("QC_W4T");
+    setenv("QC_W4T_MIN_N", "8", 1); /* the tests' switch: short layers too */
+    qc_problem p8 = prob(1, 8, 1024, 128, W4A16_SCHEME_SYM);
+    CHECK(qc_select_kernel(k, f, &p8, 1, &why), "%s n=8 with QC_W4T_MIN_N=8 refused: %s", KTID, why.text);
+    setenv("QC_W4T_MIN_N", "junk", 1); /* ignored: the default stands */
+    expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM), "n_range");
+    unsetenv("QC_W4T_MIN_N");
+    /* the engine's pick at m = 1: gate_up takes it on sm_90, gemv1 on sm_80 and for o / qkv / down */
+    static const struct {
+        int64_t n, k;
+        uint32_t sm;
+        const char *want;
+    } picks[] = {{28672, 4096, 90, KTID}, {28672, 4096, 80, K1ID}, {4096, 4096, 90, K1ID},
+                 {6144, 4096, 90, K1ID},   {4096, 14336, 90, K1ID}};
+    for (size_t i = 0; i < sizeof picks / sizeof picks[0]; i++) {
+        const qc_kernel_desc *sel = NULL;
+        qc_problem ps = prob(1, picks[i].n, picks[i].k, 128, W4A16_SCHEME_SYM);
+        ps.sm = picks[i].sm;
+        CHECK(qc_select_format(rt, f, &ps, 1, &sel, &why) && sel && strcmp(sel->id, picks[i].want) == 0,
+              "GPU m=1 n=%lld k=%lld sm_%u chose %s, expected %s", (long long)ps.n, (long long)ps.k, ps.sm,
+              sel ? sel->id : why.text, picks[i].want);
+    }
+    /* the plan: blocks of a multiple of 4 rows covering n once, 9 warps, x + 8 stages + barriers */
+    static const int64_t plans[][4] = {{28672, 4096, 256, 75904}, {16384, 6144, 256, 113792},
+                                       {8, 1024, 2, 19072},       {1000, 2048, 250, 38016}};
+    for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
+        qc_problem p = prob(1, plans[i][0], plans[i][1], 128, W4A16_SCHEME_SYM);
+        qc_launch_dims d;
+        k->launch_dims(&p, &d);
+        CHECK(d.grid[0] == (uint32_t)plans[i][2] && d.grid[1] == 1 && d.grid[2] == 1 && d.block[0] == 288 &&
+                  d.block[1] == 1 && d.block[2] == 1 && d.shared_bytes == (uint32_t)plans[i][3],
+              "%s plan n=%lld k=%lld: grid %u x %u x %u block %u smem %u, expected %lld blocks and %lld bytes", KTID,
+              (long long)p.n, (long long)p.k, d.grid[0], d.grid[1], d.grid[2], d.block[0], d.shared_bytes,
+              (long long)plans[i][2], (long long)plans[i][3]);
+        if (i == 0)
+            printf("%s: %s plan n=%lld k=%lld: %u blocks of 8 + 1 warps, %u bytes of shared memory\n", TEST, KTID,
+                   (long long)p.n, (long long)p.k, d.grid[0], d.shared_bytes);
+    }
+    qc_launch_dims d;
+    qc_problem p2 = prob(2, 28672, 4096, 128, W4A16_SCHEME_SYM), pk = prob(1, 28672, 14336, 128, W4A16_SCHEME_SYM);
+    k->launch_dims(&p2, &d);
+    CHECK(d.grid[0] == 0, "%s: m = 2 should give an empty grid", KTID);
+    k->launch_dims(&pk, &d);
+    CHECK(d.grid[0] == 0, "%s: k = 14336 (over its shared memory) should give an empty grid", KTID);
+    restore_env("QC_W4T_MIN_N", saved_min);
+    restore_env("QC_W4T", saved_off);
+}
+
 /* The reference equals the plugin's f32-x reference (w4a16.linear_sym) bit for bit and writes every output. */
 static void references(qc_runtime *rt, const char *kid, int64_t m, int64_t k, uint32_t gmin) {
     const qc_format_desc *f = qc_format_find(rt, "w4a16");
@@ -313,7 +409,8 @@ static void sass_counts(const char *tmp, const qc_cubin *c) {
     CHECK(inloop == 0, "%s: %zu local-memory accesses inside loops: a spill in the main loop", c->target, inloop);
 }
 
-/* The kernel through NVRTC for sm_80 and sm_90a, with ptxas's register report (no spills allowed). */
+/* The kernel through NVRTC for sm_80 (unless sm_90 is its floor) and sm_90a, with ptxas's register report (no spills
+ * allowed). */
 static void compiles(qc_runtime *rt, const char *kid, int spill_max) {
     const qc_kernel_desc *k = qc_kernel_find(rt, kid);
     if (!k) return;
@@ -326,7 +423,7 @@ static void compiles(qc_runtime *rt, const char *kid, int spill_max) {
         return;
     }
     static const char *const opts[] = {"--ptxas-options=-v", NULL};
-    for (int t = 0; t < 2; t++) {
+    for (int t = k->arch.min_sm >= 90 ? 1 : 0; t < 2; t++) {
         int sm = t ? 90 : 80;
         qc_cubin c;
         qc_reason why;
@@ -365,10 +462,13 @@ int main(void) {
     if (rt) {
         descriptors(rt);
         descriptors1(rt);
+        descriptors_tma(rt);
         references(rt, KID, 5, 384, 32);
         references(rt, K1ID, 1, 2048, 128);
+        references(rt, KTID, 1, 2048, 128);
         compiles(rt, KID, 32);
         compiles(rt, K1ID, 0);
+        compiles(rt, KTID, 0);
         qc_runtime_close(rt);
     }
     return qc_test_finish(TEST);
