@@ -340,12 +340,9 @@ static const char W4F_SRC_SYM[] = W4F_SRC;
     "        s.sb[r] = __ldg(sp[r] + ds[r] + c * 8);\n" \
     "    }\n" \
     "}\n" \
-    "/* the mmas of one step; only D[g][g] (rows ra) and D[g + 8][g] (rows rb) are kept: c0 / c1 of lane (g, g / 2)\n" \
-    "   by g's parity, c2 / c3 likewise */\n" \
-    "__device__ __forceinline__ void w4g_compute(const W4gStage &s, float (*acc)[2], int c, const u16 *xr, bool odd) {\n" \
-    "    uint4 xv[4];\n" \
-    "#pragma unroll\n" \
-    "    for (int j = 0; j < 4; j++) xv[j] = __ldg((const uint4 *)(xr + c * 1024 + 8 * j));\n" \
+    "/* the mmas of one step on the lane's x (xv[j]: x at its codes' word j); only D[g][g] (rows ra) and D[g + 8][g]\n" \
+    "   (rows rb) are kept: c0 / c1 of lane (g, g / 2) by g's parity, c2 / c3 likewise */\n" \
+    "__device__ __forceinline__ void w4g_step(const W4gStage &s, float (*acc)[2], const uint4 *xv, bool odd) {\n" \
     "#pragma unroll\n" \
     "    for (int r = 0; r < 2; r++) {\n" \
     "        float part[4] = {0.f, 0.f, 0.f, 0.f};\n" \
@@ -363,6 +360,13 @@ static const char W4F_SRC_SYM[] = W4F_SRC;
     "        acc[r][0] = fmaf(w4f_h2f(s.sa[r]), odd ? part[1] : part[0], acc[r][0]);\n" \
     "        acc[r][1] = fmaf(w4f_h2f(s.sb[r]), odd ? part[3] : part[2], acc[r][1]);\n" \
     "    }\n" \
+    "}\n" \
+    "/* one step with x from global memory (through L1) */\n" \
+    "__device__ __forceinline__ void w4g_compute(const W4gStage &s, float (*acc)[2], int c, const u16 *xr, bool odd) {\n" \
+    "    uint4 xv[4];\n" \
+    "#pragma unroll\n" \
+    "    for (int j = 0; j < 4; j++) xv[j] = __ldg((const uint4 *)(xr + c * 1024 + 8 * j));\n" \
+    "    w4g_step(s, acc, xv, odd);\n" \
     "}\n" \
     "extern \"C\" __global__ void __launch_bounds__(256, 2) qc_w4g_gemv1_sym(const u16 *x, const u8 *q, const u16 *sc,\n" \
     "        float *y, ll m, ll n, ll k, ll gs) {\n" \
@@ -653,26 +657,6 @@ static int w4g_el_sym(const qc_problem *p, qc_reason *why) {
     "                 \" [%0], [%1], %2, [%3], %4;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(bytes), \"r\"(bar), \"l\"(pol)\n" \
     "                 : \"memory\");\n"                                                                             \
     "}\n"                                                                                                         \
-    "/* gemv1's step with x handed in (w4g_compute's arithmetic and order) */\n"                                  \
-    "__device__ __forceinline__ void w4t_compute(const W4gStage &s, float (*acc)[2], const uint4 *xv, bool odd) {\n" \
-    "#pragma unroll\n"                                                                                            \
-    "    for (int r = 0; r < 2; r++) {\n"                                                                         \
-    "        float part[4] = {0.f, 0.f, 0.f, 0.f};\n"                                                             \
-    "#pragma unroll\n"                                                                                            \
-    "        for (int j = 0; j < 4; j++) {\n"                                                                     \
-    "            const u32 A = s.wa[r][j], B = s.wb[r][j];\n"                                                     \
-    "            const u32 b[4] = {xv[j].x, xv[j].y, xv[j].z, xv[j].w};\n"                                        \
-    "#pragma unroll\n"                                                                                            \
-    "            for (int h = 0; h < 2; h++) {\n"                                                                 \
-    "                const u32 a0 = w4f_pair(A >> (8 * h)), a1 = w4f_pair(B >> (8 * h));\n"                       \
-    "                const u32 a2 = w4f_pair(A >> (8 * h + 4)), a3 = w4f_pair(B >> (8 * h + 4));\n"               \
-    "                w4f_mma(part, a0, a1, a2, a3, b[2 * h], b[2 * h + 1]);\n"                                    \
-    "            }\n"                                                                                             \
-    "        }\n"                                                                                                 \
-    "        acc[r][0] = fmaf(w4f_h2f(s.sa[r]), odd ? part[1] : part[0], acc[r][0]);\n"                           \
-    "        acc[r][1] = fmaf(w4f_h2f(s.sb[r]), odd ? part[3] : part[2], acc[r][1]);\n"                           \
-    "    }\n"                                                                                                     \
-    "}\n"                                                                                                         \
     "extern \"C\" __global__ void __launch_bounds__(32 * (W4T_W + 1), 2) qc_w4t_gemv1_sym(const u16 *x, const u8 *q,\n" \
     "        const u16 *sc, float *y, ll m, ll n, ll k, ll gs) {\n"                                               \
     "    extern __shared__ __align__(128) unsigned char w4t_sm[];\n"                                             \
@@ -740,7 +724,7 @@ static int w4g_el_sym(const qc_problem *p, qc_reason *why) {
     "            uint4 xv[4];\n"                                                                                  \
     "#pragma unroll\n"                                                                                            \
     "            for (int jj = 0; jj < 4; jj++) xv[jj] = xs[c * 128 + jj * 32 + lane];\n"                        \
-    "            w4t_compute(sg, acc, xv, odd);\n"                                                                \
+    "            w4g_step(sg, acc, xv, odd);\n"                                                                \
     "        }\n"                                                                                                 \
     "        __syncwarp();\n"                                                                                     \
     "        if (lane == 0) qcp_arrive(empty + 8 * st); /* the stage's reads are done: the producer may refill it */\n" \

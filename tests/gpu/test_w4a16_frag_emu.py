@@ -251,6 +251,31 @@ def case(m, n, k, g, R_host, ks):
 
 
 
+def step1(acc, r, word_a, word_b, xwords, scale_a, scale_b):
+    """one 512-byte step of gemv1's row pair r (gemv1_sym and gemv1_tma_sym): word_a / word_b(lane, j) the lane's code
+    word j of rows ra / rb, xwords(lane, j) its 8 bf16 x bits at word j, scale_a / scale_b(g) the f16 scale bits of
+    segment g; the 8 mmas, then the diagonal's scale into acc[lane][r]"""
+    part = [[0.0] * 4 for _ in range(32)]
+    for j in range(4):
+        wa = [word_a(lane, j) for lane in range(32)]
+        wb = [word_b(lane, j) for lane in range(32)]
+        xp = []
+        for lane in range(32):
+            xw = xwords(lane, j)
+            xp.append([(bf16_bits_to_f(xw[2 * i]), bf16_bits_to_f(xw[2 * i + 1])) for i in range(4)])
+        for h in range(2):
+            A = [[pair(wa[l] >> (8 * h)), pair(wb[l] >> (8 * h)), pair(wa[l] >> (8 * h + 4)),
+                  pair(wb[l] >> (8 * h + 4))] for l in range(32)]
+            B = [[xp[l][2 * h], xp[l][2 * h + 1]] for l in range(32)]
+            mma(part, A, B)
+    for lane in range(32):
+        g = lane >> 2
+        odd = g & 1
+        sa, sb = f16_to_f(scale_a(g)), f16_to_f(scale_b(g))
+        acc[lane][r][0] += sa * (part[lane][1] if odd else part[lane][0])
+        acc[lane][r][1] += sb * (part[lane][3] if odd else part[lane][2])
+
+
 def gemv1_block(ctx, bx, ks):
     """w4a16.gemv1_sym (m = 1): mma rows g = 8 segments of one 512-byte run of row ra, rows g + 8 of row rb; B column
     g = x at segment g's codes; lane (g, g / 2) keeps D[g][g], D[g + 8][g]; warp sums in lane order, K split in warp
@@ -267,27 +292,10 @@ def gemv1_block(ctx, bx, ks):
         for c in range(c0, c1):
             for r in range(2):
                 ra, rb = min(n0 + 2 * r, n - 1), min(n0 + 2 * r + 1, n - 1)
-                part = [[0.0] * 4 for _ in range(32)]
-                for j in range(4):
-                    wa, wb, xp = [], [], []
-                    for lane in range(32):
-                        g, t = lane >> 2, lane & 3
-                        off = 64 * g + 16 * t + c * 512 + 4 * j
-                        wa.append(u32_at(qb, ra * (k // 2) + off))
-                        wb.append(u32_at(qb, rb * (k // 2) + off))
-                        xo = 128 * g + 32 * t + c * 1024 + 8 * j
-                        xp.append([(bf16_bits_to_f(xb[xo + 2 * i]), bf16_bits_to_f(xb[xo + 2 * i + 1])) for i in range(4)])
-                    for h in range(2):
-                        A = [[pair(wa[l] >> (8 * h)), pair(wb[l] >> (8 * h)), pair(wa[l] >> (8 * h + 4)),
-                              pair(wb[l] >> (8 * h + 4))] for l in range(32)]
-                        B = [[xp[l][2 * h], xp[l][2 * h + 1]] for l in range(32)]
-                        mma(part, A, B)
-                for lane in range(32):
-                    g = lane >> 2
-                    odd = g & 1
-                    sa, sb = f16_to_f(sc[ra * ng + 8 * c + g]), f16_to_f(sc[rb * ng + 8 * c + g])
-                    acc[lane][r][0] += sa * (part[lane][1] if odd else part[lane][0])
-                    acc[lane][r][1] += sb * (part[lane][3] if odd else part[lane][2])
+                step1(acc, r, lambda lane, j: u32_at(qb, ra * (k // 2) + c * 512 + 64 * (lane >> 2) + 16 * (lane & 3) + 4 * j),
+                      lambda lane, j: u32_at(qb, rb * (k // 2) + c * 512 + 64 * (lane >> 2) + 16 * (lane & 3) + 4 * j),
+                      lambda lane, j: xb[128 * (lane >> 2) + 32 * (lane & 3) + c * 1024 + 8 * j:][:8],
+                      lambda g: sc[ra * ng + 8 * c + g], lambda g: sc[rb * ng + 8 * c + g])
         tot = [[0.0, 0.0], [0.0, 0.0]]
         for lane in range(32):
             g, t = lane >> 2, lane & 3
@@ -303,7 +311,8 @@ def gemv1_block(ctx, bx, ks):
                 y[row] = sum(tots[w][r][e] for w in range(ks))
 
 
-def case1(n, k, ks):
+def m1_problem(n, k):
+    """random g128 sym codes packed as the plugin packs them, f16 scales, bf16 x: (ctx, W, x as float64, y)"""
     ng = k // 128
     q = rng.integers(0, 16, size=(n, k))
     sc16 = (rng.normal(size=(n, ng)) * 0.05).astype(np.float16)
@@ -317,9 +326,14 @@ def case1(n, k, ks):
                                                        r8[:, 1] | (r8[:, 3] << 4), r8[:, 5] | (r8[:, 7] << 4)],
                                                       axis=1).reshape(-1).astype(np.uint8)
     W = (q - 8) * sc16.astype(np.float64).repeat(128, axis=1)
-    ref = W @ xval
     y = np.full(n, np.nan)
     ctx = (n, k, qb, [int(v) for v in sc16.view(np.uint16).reshape(-1)], [int(v) for v in xbits], y)
+    return ctx, W, xval, y
+
+
+def case1(n, k, ks):
+    ctx, W, xval, y = m1_problem(n, k)
+    ref = W @ xval
     for bx in range((n + 3) // 4):
         gemv1_block(ctx, bx, ks)
     left = int(np.isnan(y).sum())
@@ -370,27 +384,10 @@ def gemv1t_block(ctx, bx, rpb):
         for c in range(steps):
             xv = [[xs[c * 128 + jj * 32 + lane] for jj in range(4)] for lane in range(32)]
             for r in range(2):
-                part = [[0.0] * 4 for _ in range(32)]
-                for jq in range(4):
-                    wa, wb, xp = [], [], []
-                    for lane in range(32):
-                        g, t = lane >> 2, lane & 3
-                        off = c * 512 + 64 * g + 16 * t + 4 * jq
-                        wa.append(u32_at(stage, 2 * r * rowb + off))
-                        wb.append(u32_at(stage, (2 * r + 1) * rowb + off))
-                        xw = xv[lane][jq]
-                        xp.append([(bf16_bits_to_f(xw[2 * i]), bf16_bits_to_f(xw[2 * i + 1])) for i in range(4)])
-                    for h in range(2):
-                        A = [[pair(wa[l] >> (8 * h)), pair(wb[l] >> (8 * h)), pair(wa[l] >> (8 * h + 4)),
-                              pair(wb[l] >> (8 * h + 4))] for l in range(32)]
-                        B = [[xp[l][2 * h], xp[l][2 * h + 1]] for l in range(32)]
-                        mma(part, A, B)
-                for lane in range(32):
-                    g = lane >> 2
-                    odd = g & 1
-                    sa, sb = f16_to_f(scs[2 * r * ng + c * 8 + g]), f16_to_f(scs[(2 * r + 1) * ng + c * 8 + g])
-                    acc[lane][r][0] += sa * (part[lane][1] if odd else part[lane][0])
-                    acc[lane][r][1] += sb * (part[lane][3] if odd else part[lane][2])
+                step1(acc, r, lambda lane, j: u32_at(stage, 2 * r * rowb + c * 512 + 64 * (lane >> 2) + 16 * (lane & 3) + 4 * j),
+                      lambda lane, j: u32_at(stage, (2 * r + 1) * rowb + c * 512 + 64 * (lane >> 2) + 16 * (lane & 3) + 4 * j),
+                      lambda lane, j: xv[lane][j],
+                      lambda g: scs[2 * r * ng + c * 8 + g], lambda g: scs[(2 * r + 1) * ng + c * 8 + g])
         for r in range(2):
             for e in range(2):
                 v = sum(acc[lane][r][e] for lane in range(32) if (lane & 3) == (lane >> 2) >> 1)
@@ -457,22 +454,8 @@ def ring_cases():
 
 
 def case1t(n, k, blocks):
-    ng = k // 128
-    q = rng.integers(0, 16, size=(n, k))
-    sc16 = (rng.normal(size=(n, ng)) * 0.05).astype(np.float16)
-    x = rng.normal(size=k).astype(np.float32)
-    xbits = (x.view(np.uint32) >> 16).astype(np.uint32)
-    xval = (xbits << 16).view(np.float32).astype(np.float64)
-    qb = np.zeros(n * k // 2, np.uint8)
-    for j in range(n):
-        r8 = q[j].reshape(-1, 8)
-        qb[j * (k // 2):(j + 1) * (k // 2)] = np.stack([r8[:, 0] | (r8[:, 2] << 4), r8[:, 4] | (r8[:, 6] << 4),
-                                                       r8[:, 1] | (r8[:, 3] << 4), r8[:, 5] | (r8[:, 7] << 4)],
-                                                      axis=1).reshape(-1).astype(np.uint8)
-    W = (q - 8) * sc16.astype(np.float64).repeat(128, axis=1)
+    ctx, W, xval, y = m1_problem(n, k)
     ref = W @ xval
-    y = np.full(n, np.nan)
-    ctx = (n, k, qb, [int(v) for v in sc16.view(np.uint16).reshape(-1)], [int(v) for v in xbits], y)
     rpb = w4t_rpb(n, blocks)
     grid = (n + rpb - 1) // rpb
     for bx in range(grid):
