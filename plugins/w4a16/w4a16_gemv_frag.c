@@ -793,8 +793,8 @@ static const qc_kernel_param w4f_p_sym[] = {
  * selection (same arch and M range): measured faster on the H200, it is
  * the default for symmetric weights with K a multiple of 128. */
 qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
-    /* the two GEMVs share their parameters, C reference, arch (mma.sync bf16 and bf16x2 fma: sm_80) and flag (the
-     * first stage of codes and scales loads before qc_grid_wait) */
+    /* the GEMVs share their parameters, C reference and flag (codes and scales start loading before qc_grid_wait);
+     * the arch is per row: mma.sync bf16 and bf16x2 fma need sm_80, the bulk copies of gemv1_tma sm_90 */
     qc_kernel_desc d = {
         .struct_size = sizeof d,
         .format = "w4a16",
