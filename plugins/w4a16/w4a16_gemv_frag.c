@@ -1,7 +1,9 @@
-/* w4a16_gemv_frag.c - the decode GEMV with W as the mma A operand: nibbles straight into A fragments, no shared-memory ring. */
+/* w4a16_gemv_frag.c - the decode GEMVs with W as the mma A operand: nibbles into A fragments from global memory (gemv_frag, gemv1) or from a TMA ring (gemv1_tma). */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/qc_env_opts.h"
 #include "../common/qc_gemv1_plan.h"
 #include "../common/qc_tma_pipe_src.h"
 #include "w4a16_impl.h"
@@ -322,24 +324,14 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
 
 static const char W4F_SRC_SYM[] = W4F_SRC;
 
-#define W4G_SRC                                                                                                   \
-    "/* qcore w4a16 GEMV for m = 1, whole-line loads: y[n] = x[k] . W4[n,k]^T, g128, sym */\n"              \
+/* What both m = 1 whole-line GEMVs compile (gemv1_sym, gemv1_tma_sym): the helpers, a step's registers, its mmas */
+#define W4G_STEP_SRC                                                                                              \
     W4F_HELPERS                                                                                                   \
     "/* one step: 512 bytes of each of a warp's rows (1024 codes, eight g128 groups) and the lanes' scales */\n" \
     "struct W4gStage {\n" \
     "    u32 wa[2][4], wb[2][4]; /* 16 bytes of rows ra, rb of each row pair: segment g, piece t */\n" \
     "    u16 sa[2], sb[2];       /* their scales of group 8 c + g */\n" \
     "};\n" \
-    "__device__ __forceinline__ void w4g_load(W4gStage &s, int c, const u8 *const *qa, const int *dq, const u16 *const *sp,\n" \
-    "                                         const int *ds) {\n" \
-    "#pragma unroll\n" \
-    "    for (int r = 0; r < 2; r++) {\n" \
-    "        w4f_ldq<4>(qa[r] + c * 512, s.wa[r]);\n" \
-    "        w4f_ldq<4>(qa[r] + dq[r] + c * 512, s.wb[r]);\n" \
-    "        s.sa[r] = __ldg(sp[r] + c * 8);\n" \
-    "        s.sb[r] = __ldg(sp[r] + ds[r] + c * 8);\n" \
-    "    }\n" \
-    "}\n" \
     "/* the mmas of one step on the lane's x (xv[j]: x at its codes' word j); only D[g][g] (rows ra) and D[g + 8][g]\n" \
     "   (rows rb) are kept: c0 / c1 of lane (g, g / 2) by g's parity, c2 / c3 likewise */\n" \
     "__device__ __forceinline__ void w4g_step(const W4gStage &s, float (*acc)[2], const uint4 *xv, bool odd) {\n" \
@@ -359,6 +351,20 @@ static const char W4F_SRC_SYM[] = W4F_SRC;
     "        }\n" \
     "        acc[r][0] = fmaf(w4f_h2f(s.sa[r]), odd ? part[1] : part[0], acc[r][0]);\n" \
     "        acc[r][1] = fmaf(w4f_h2f(s.sb[r]), odd ? part[3] : part[2], acc[r][1]);\n" \
+    "    }\n" \
+    "}\n"
+
+#define W4G_SRC                                                                                                   \
+    "/* qcore w4a16 GEMV for m = 1, whole-line loads: y[n] = x[k] . W4[n,k]^T, g128, sym */\n"              \
+    W4G_STEP_SRC                                                                                                  \
+    "__device__ __forceinline__ void w4g_load(W4gStage &s, int c, const u8 *const *qa, const int *dq, const u16 *const *sp,\n" \
+    "                                         const int *ds) {\n" \
+    "#pragma unroll\n" \
+    "    for (int r = 0; r < 2; r++) {\n" \
+    "        w4f_ldq<4>(qa[r] + c * 512, s.wa[r]);\n" \
+    "        w4f_ldq<4>(qa[r] + dq[r] + c * 512, s.wb[r]);\n" \
+    "        s.sa[r] = __ldg(sp[r] + c * 8);\n" \
+    "        s.sb[r] = __ldg(sp[r] + ds[r] + c * 8);\n" \
     "    }\n" \
     "}\n" \
     "/* one step with x from global memory (through L1) */\n" \
@@ -646,7 +652,8 @@ static int w4g_el_sym(const qc_problem *p, qc_reason *why) {
 #define W4T_SMEM(k) (2 * (k) + W4T_NS * (2 * (k) + (k) / 16) + 16 * W4T_NS)
 
 #define W4T_SRC                                                                                                   \
-    W4G_SRC                                                                                                       \
+    "/* qcore w4a16 GEMV for m = 1 on a TMA bulk-copy ring: y[n] = x[k] . W4[n,k]^T, g128, sym */\n"          \
+    W4G_STEP_SRC                                                                                                  \
     QC_TMA_PIPE_SRC                                                                                               \
     "#define W4T_W " W4F_STR(W4T_W) "\n"                                                                          \
     "#define W4T_NS " W4F_STR(W4T_NS) "\n"                                                                        \
@@ -756,7 +763,7 @@ static void w4t_dims(const qc_problem *p, qc_launch_dims *d) {
 
 static int w4t_el_sym(const qc_problem *p, qc_reason *why) {
     static const char id[] = "w4a16.gemv1_tma_sym";
-    const char *off = getenv("QC_W4T"), *en = getenv("QC_W4T_MIN_N");
+    const char *off = getenv("QC_W4T");
     if (off && strcmp(off, "off") == 0) {
         w4_why(why, "off", "%s is switched off (QC_W4T=off)", id);
         return 0;
@@ -768,14 +775,9 @@ static int w4t_el_sym(const qc_problem *p, qc_reason *why) {
                W4T_SMEM_MAX);
         return 0;
     }
-    long long min_n = W4T_MIN_N;
-    if (en) {
-        char *end = NULL;
-        long long v = strtoll(en, &end, 10);
-        if (end != en && *end == 0 && v >= 1) min_n = v;
-    }
+    const int min_n = qc_env_int("w4a16", "QC_W4T_MIN_N", 1, INT_MAX, W4T_MIN_N);
     if (p->n < min_n) {
-        w4_why(why, "n_range", "%s is faster than w4a16.gemv1_sym only on long layers: n = %lld < %lld (H200, "
+        w4_why(why, "n_range", "%s is faster than w4a16.gemv1_sym only on long layers: n = %lld < %d (H200, "
                "session 15; QC_W4T_MIN_N overrides)", id, (long long)p->n, min_n);
         return 0;
     }

@@ -109,6 +109,17 @@ static void descriptors(qc_runtime *rt) {
     CHECK(d.grid[0] == 0, "m = 0 should give an empty grid");
 }
 
+/* the caller's value of an A/B switch, kept across a test that sets it and put back afterwards */
+static void save_env(const char *name, char **saved) {
+    const char *v = getenv(name);
+    *saved = v ? strdup(v) : NULL;
+}
+static void restore_env(const char *name, char *saved) {
+    if (saved) setenv(name, saved, 1);
+    else unsetenv(name);
+    free(saved);
+}
+
 /* w4a16.gemv1_sym: m = 1 only, g128, K % 1024; every refusal with its code, the engine's pick at m = 1, the plan. */
 static void descriptors1(qc_runtime *rt) {
     const qc_format_desc *f = qc_format_find(rt, "w4a16");
@@ -144,13 +155,11 @@ static void descriptors1(qc_runtime *rt) {
     qc_problem p75 = prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM);
     p75.sm = 75;
     expect_refused(k, f, p75, "arch");
-    const char *old_off = getenv("QC_W4G");
-    char *saved = old_off ? strdup(old_off) : NULL;
+    char *saved;
+    save_env("QC_W4G", &saved);
     setenv("QC_W4G", "off", 1); /* the A/B switch */
     expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM), "off");
-    if (saved) setenv("QC_W4G", saved, 1);
-    else unsetenv("QC_W4G");
-    free(saved);
+    restore_env("QC_W4G", saved);
     /* batch-1 decode picks it (narrowest M range); K % 1024 != 0 falls back to the fragment GEMV */
     const qc_kernel_desc *sel = NULL;
     qc_problem ps = prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM);
@@ -190,15 +199,6 @@ static void descriptors1(qc_runtime *rt) {
 /* w4a16.gemv1_tma_sym: sm_90 and m = 1 only, gemv1's weight conditions, k up to 6144 (two blocks an SM of shared
  * memory), n >= 16384 unless QC_W4T_MIN_N says otherwise; the engine's pick at m = 1 (gate_up on sm_90, gemv1 on
  * sm_80 and for short layers); the plan. */
-static void save_env(const char *name, char **saved) {
-    const char *v = getenv(name);
-    *saved = v ? strdup(v) : NULL;
-}
-static void restore_env(const char *name, char *saved) {
-    if (saved) setenv(name, saved, 1);
-    else unsetenv(name);
-    free(saved);
-}
 static void descriptors_tma(qc_runtime *rt) {
     const qc_format_desc *f = qc_format_find(rt, "w4a16");
     const qc_kernel_desc *k = qc_kernel_find(rt, KTID);
