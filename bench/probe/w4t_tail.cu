@@ -122,28 +122,6 @@ __device__ __forceinline__ void w4t_compute_v(const W4gStage &s, float (*acc)[2]
         acc[r][1] = fmaf(w4f_h2f(s.sb[r]), odd ? part[3] : part[2], acc[r][1]);
     }
 }
-/* gemv1's step (w4g_compute's arithmetic and order) with x handed in: from shared memory, where the block laid x out
-   so that load j of the warp reads 512 contiguous bytes (4 wavefronts; x through L1 in gemv1's order touches 16 lines
-   a load: call9 measured those loads as most of the step's time) */
-__device__ __forceinline__ void w4t_compute_x(const W4gStage &s, float (*acc)[2], const uint4 *xv, bool odd) {
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        float part[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const u32 A = s.wa[r][j], B = s.wb[r][j];
-            const u32 b[4] = {xv[j].x, xv[j].y, xv[j].z, xv[j].w};
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const u32 a0 = w4f_pair(A >> (8 * h)), a1 = w4f_pair(B >> (8 * h));
-                const u32 a2 = w4f_pair(A >> (8 * h + 4)), a3 = w4f_pair(B >> (8 * h + 4));
-                w4f_mma(part, a0, a1, a2, a3, b[2 * h], b[2 * h + 1]);
-            }
-        }
-        acc[r][0] = fmaf(w4f_h2f(s.sa[r]), odd ? part[1] : part[0], acc[r][0]);
-        acc[r][1] = fmaf(w4f_h2f(s.sb[r]), odd ? part[3] : part[2], acc[r][1]);
-    }
-}
 template <int W>
 __device__ __forceinline__ void w4t_gemv(const u16 *x, const u8 *q, const u16 *sc, float *y, int n, int k, int rpb, int ns,
                                          int mode) {
@@ -153,7 +131,8 @@ __device__ __forceinline__ void w4t_gemv(const u16 *x, const u8 *q, const u16 *s
        window of W at a time); 2: as 0 without the arithmetic (the pipeline's own rate; y is not the product); 3: the
        arithmetic alone on whatever the ring holds (no copies, no waits; y not the product); 4: as 0 with
        w4t_compute2; 5: as 3 with w4t_compute2; 6-10: as 3 with w4t_compute_v<1..5>; 11, 12, 13: as 0, 3, 1 with x
-       from shared memory (w4t_compute_x).  x's 2 k bytes follow the barriers. */
+       from shared memory, laid out so that load j of a step reads 512 contiguous bytes (the plugin's w4g_step).
+       x's 2 k bytes follow the barriers. */
     const int il = mode == 1 || mode == 13, xsm = mode >= 11, two = mode == 4 || mode == 5;
     const int nocopy = mode == 3 || (mode >= 5 && mode <= 10) || mode == 12;
     const int r0 = il ? 0 : blockIdx.x * rpb, r1 = il ? n : (r0 + rpb < n ? r0 + rpb : n);
@@ -216,7 +195,7 @@ __device__ __forceinline__ void w4t_gemv(const u16 *x, const u8 *q, const u16 *s
                 uint4 xv[4];
 #pragma unroll
                 for (int jj = 0; jj < 4; jj++) xv[jj] = xs[c * 128 + jj * 32 + lane];
-                w4t_compute_x(sg, acc, xv, odd);
+                w4g_step(sg, acc, xv, odd);
             } else if (mode == 6) w4t_compute_v<1>(sg, acc, xr + (ll)c * 1024, odd);
             else if (mode == 7) w4t_compute_v<2>(sg, acc, xr + (ll)c * 1024, odd);
             else if (mode == 8) w4t_compute_v<3>(sg, acc, xr + (ll)c * 1024, odd);
