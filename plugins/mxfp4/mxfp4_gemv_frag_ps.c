@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../common/qc_gemv1_plan.h"
+#include "../common/qc_tma_pipe_src.h"
 #include "mxfp4_cuda.h"
 
 /*
@@ -208,6 +209,59 @@
     "    }\n"                                                                                                                   \
     "    if (__any_sync(0xffffffffu, e > 128u)) mxp_compute<R, NB, true>(s, acc, c, xr);\n"                                     \
     "    else mxp_compute<R, NB, false>(s, acc, c, xr);\n"                                                                      \
+    "}\n"                                                                                                                       \
+    "/* the same with x handed in (xv[nb][j]: x at the lane's word j; mxfp4.gemv1_tma reads it from shared memory):\n"            \
+    "   mxp_compute's and mxp_chunk's bodies, kept apart so that their own code generation stays as it was */\n"                            \
+    "template <int R, int NB, bool BIG>\n"                                                                                      \
+    "__device__ __forceinline__ void mxp_compute_xv(const MxpStage<R> &s, float (*acc)[NB][4], const uint4 (*xv)[4]) {\n"   \
+    "    u32 fa[R], fb[R], ga[R], gb[R];\n"                                                                                     \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int r = 0; r < R; r++) {\n"                                                                                       \
+    "        fa[r] = BIG ? mxp_s1(s.ea[r]) : mxp_s(s.ea[r]);\n"                                                                 \
+    "        fb[r] = BIG ? mxp_s1(s.eb[r]) : mxp_s(s.eb[r]);\n"                                                                 \
+    "        ga[r] = BIG ? mxp_s2(s.ea[r]) : 0u;\n"                                                                             \
+    "        gb[r] = BIG ? mxp_s2(s.eb[r]) : 0u;\n"                                                                             \
+    "    }\n"                                                                                                                   \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int j = 0; j < 4; j++) {\n"                                                                                       \
+    "        u32 b[NB][4]; /* B registers: (e0,e4), (e1,e5) for h = 0; (e2,e6), (e3,e7) for h = 1 */\n"                         \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int nb = 0; nb < NB; nb++) {\n"                                                                               \
+    "            const uint4 v = xv[nb][j];\n"                                                                                  \
+    "            b[nb][0] = __byte_perm(v.x, v.z, 0x5410);\n"                                                                   \
+    "            b[nb][1] = __byte_perm(v.x, v.z, 0x7632);\n"                                                                   \
+    "            b[nb][2] = __byte_perm(v.y, v.w, 0x5410);\n"                                                                   \
+    "            b[nb][3] = __byte_perm(v.y, v.w, 0x7632);\n"                                                                   \
+    "        }\n"                                                                                                               \
+    "#pragma unroll\n"                                                                                                          \
+    "        for (int r = 0; r < R; r++) {\n"                                                                                   \
+    "#pragma unroll\n"                                                                                                          \
+    "            for (int h = 0; h < 2; h++) {\n"                                                                               \
+    "                const u32 A = h ? s.wa[r][j] >> 8 : s.wa[r][j], B = h ? s.wb[r][j] >> 8 : s.wb[r][j];\n"                   \
+    "                u32 a0 = mxp_mul2(mxp_raw<0x000F000Fu, 4160u>(A), fa[r]);\n"                                               \
+    "                u32 a1 = mxp_mul2(mxp_raw<0x000F000Fu, 4160u>(B), fb[r]);\n"                                               \
+    "                u32 a2 = mxp_mul2(mxp_raw<0x00F000F0u, 260u>(A), fa[r]);\n"                                                \
+    "                u32 a3 = mxp_mul2(mxp_raw<0x00F000F0u, 260u>(B), fb[r]);\n"                                                \
+    "                if (BIG) {\n"                                                                                              \
+    "                    a0 = mxp_mul2(a0, ga[r]), a1 = mxp_mul2(a1, gb[r]);\n"                                                 \
+    "                    a2 = mxp_mul2(a2, ga[r]), a3 = mxp_mul2(a3, gb[r]);\n"                                                 \
+    "                }\n"                                                                                                       \
+    "#pragma unroll\n"                                                                                                          \
+    "                for (int nb = 0; nb < NB; nb++) mxp_mma(acc[r][nb], a0, a1, a2, a3, b[nb][2 * h], b[nb][2 * h + 1]);\n"    \
+    "            }\n"                                                                                                           \
+    "        }\n"                                                                                                               \
+    "    }\n"                                                                                                                   \
+    "}\n"                                                                                                                       \
+    "template <int R, int NB>\n"                                                                                                \
+    "__device__ __forceinline__ void mxp_chunk_xv(const MxpStage<R> &s, float (*acc)[NB][4], const uint4 (*xv)[4]) {\n"     \
+    "    u32 e = 0;\n"                                                                                                          \
+    "#pragma unroll\n"                                                                                                          \
+    "    for (int r = 0; r < R; r++) {\n"                                                                                       \
+    "        e = e > s.ea[r] ? e : s.ea[r];\n"                                                                                  \
+    "        e = e > s.eb[r] ? e : s.eb[r];\n"                                                                                  \
+    "    }\n"                                                                                                                   \
+    "    if (__any_sync(0xffffffffu, e > 128u)) mxp_compute_xv<R, NB, true>(s, acc, xv);\n"                                     \
+    "    else mxp_compute_xv<R, NB, false>(s, acc, xv);\n"                                                                      \
     "}\n"                                                                                                                       \
     "#ifndef MXP_GEMV1\n"                                                                                                       \
     "/* not inlined: each variant gets its own register allocation */\n"                                                        \
@@ -462,6 +516,174 @@ qc_status mxfp4_frag_ps_register(const qc_host_api *api, qc_host *host, void (*b
     return api->register_kernel(host, &d);
 }
 
+/* ---- mxfp4.gemv1_tma: mxfp4.gemv1's steps on a TMA bulk-copy ring (w4a16.gemv1_tma_sym's layout) ---- */
+/*
+ * As w4a16.gemv1_tma_sym (w4a16_gemv_frag.c says why and what was
+ * measured): a stage is 4 whole rows, their codes (4 k / 2 contiguous
+ * bytes) and their scale bytes (4 k / 32), two cp.async.bulk issued by one
+ * producer lane into a ring of MXT_NS stages; each of MXT_W consumer warps
+ * takes whole stages and runs mxfp4.gemv1's chunks (block scales in the A
+ * fragments, the warp vote for large scale bytes) from shared memory, in
+ * gemv1's order, so y equals gemv1's with K split 1 bit for bit.  x is
+ * laid out once a block in shared memory as w4a16.gemv1_tma_sym lays it
+ * out (a step's load j reads 512 contiguous bytes; read through L1 instead
+ * it was slower than mxfp4.gemv1, H200 session 15).  Two blocks an SM;
+ * long layers only (n >= MXT_MIN_N), k <= 5120 (shared memory).  Misaligned pointers, m != 1
+ * or k % 1024 != 0: NaN in every output, as mxfp4.gemv1.
+ */
+#define MXT_W 8
+#define MXT_NS 8 /* a multiple of MXT_W: each slot serves one warp */
+#define MXT_BLOCKS 264
+#define MXT_MIN_N 16384
+#define MXT_SMEM_MAX 116224
+#define MXT_RPB(n) ((((n) + MXT_BLOCKS - 1) / MXT_BLOCKS + 3) / 4 * 4)
+/* x (2 k bytes), the ring (MXT_NS stages of 4 rows: 2 k code bytes, k / 8 scale bytes), then 2 MXT_NS barriers */
+#define MXT_SMEM(k) (2 * (k) + MXT_NS * (2 * (k) + (k) / 8) + 16 * MXT_NS)
+#define MXT_STR_(x) #x
+#define MXT_STR(x) MXT_STR_(x)
+
+static const char MXT_SRC[] = "#define MXP_GEMV1\n#define MXP_QSTEP 512\n#define MXP_SSTEP 32\n#define MXP_XSTEP 1024\n"
+    QC_CUDA_GRID_DEP_SRC MXP_SRC_BODY QC_TMA_PIPE_SRC
+    "#define MXT_W " MXT_STR(MXT_W) "\n"
+    "#define MXT_NS " MXT_STR(MXT_NS) "\n"
+    "#define MXT_BLOCKS " MXT_STR(MXT_BLOCKS) "\n"
+    "__device__ __forceinline__ void mxt_bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar,\n"
+    "                                         unsigned long long pol) {\n"
+    "    asm volatile(\"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint\"\n"
+    "                 \" [%0], [%1], %2, [%3], %4;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(bytes), \"r\"(bar), \"l\"(pol)\n"
+    "                 : \"memory\");\n"
+    "}\n"
+    "extern \"C\" __global__ void __launch_bounds__(32 * (MXT_W + 1), 2) qc_mxfp4_gemv1_tma(const u16 *x, const u8 *q,\n"
+    "        const u8 *sc, float *y, ll m, ll n, ll k) {\n"
+    "    extern __shared__ __align__(128) unsigned char mxt_sm[];\n"
+    "    qc_grid_trigger(); /* the next kernel's blocks may start (they wait for this one) */\n"
+    "    if (m <= 0 || n <= 0) return;\n"
+    "    if (m != 1 || k <= 0 || (k & 1023) || n > 2147483647LL - 32 || ((unsigned long long)q & 15) ||\n"
+    "        ((unsigned long long)x & 15) || ((unsigned long long)sc & 15)) {\n"
+    "        qc_grid_wait();\n"
+    "        mxg_fill_nan(y, m * n);\n"
+    "        return;\n"
+    "    }\n"
+    "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n"
+    "    const ll rpb = ((n + MXT_BLOCKS - 1) / MXT_BLOCKS + 3) / 4 * 4; /* the host's MXT_RPB */\n"
+    "    const ll r0 = (ll)blockIdx.x * rpb, r1 = r0 + rpb < n ? r0 + rpb : n;\n"
+    "    if (r0 >= n) return;\n"
+    "    const int rowb = (int)(k / 2), sbr = (int)(k / 32), steps = (int)(k / 1024);\n"
+    "    const int cb = 4 * rowb, stage = cb + 4 * sbr; /* 4 rows of codes, then their scale bytes */\n"
+    "    const int groups = (int)((r1 - r0 + 3) / 4);\n"
+    "    uint4 *xs = (uint4 *)mxt_sm;\n"
+    "    unsigned char *ring = mxt_sm + 2 * k;\n"
+    "    const unsigned rb = qcp_smem(ring), full = rb + MXT_NS * stage, empty = full + 8 * MXT_NS;\n"
+    "    if (threadIdx.x == 0) {\n"
+    "        for (int i = 0; i < MXT_NS; i++) qcp_mbar_init(full + 8 * i, 1), qcp_mbar_init(empty + 8 * i, 1);\n"
+    "        asm volatile(\"fence.mbarrier_init.release.cluster;\\n\" ::: \"memory\");\n"
+    "    }\n"
+    "    __syncthreads();\n"
+    "    if (warp == MXT_W) { /* producer: one lane; codes and scales are never written, so no qc_grid_wait */\n"
+    "        if (lane) return;\n"
+    "        unsigned long long pol;\n"
+    "        asm volatile(\"createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\\n\" : \"=l\"(pol));\n"
+    "        for (int j = 0; j < groups; j++) {\n"
+    "            const int st = j % MXT_NS;\n"
+    "            const ll row0 = r0 + 4 * j;\n"
+    "            const int nr = r1 - row0 < 4 ? (int)(r1 - row0) : 4;\n"
+    "            qcp_wait(empty + 8 * st, ((j / MXT_NS) & 1) ^ 1);\n"
+    "            qcp_expect_tx(full + 8 * st, (unsigned)(nr * (rowb + sbr)));\n"
+    "            mxt_bulk(rb + st * stage, q + row0 * rowb, (unsigned)(nr * rowb), full + 8 * st, pol);\n"
+    "            mxt_bulk(rb + st * stage + cb, sc + row0 * sbr, (unsigned)(nr * sbr), full + 8 * st, pol);\n"
+    "        }\n"
+    "        return;\n"
+    "    }\n"
+    "    qc_grid_wait(); /* x and y from here on */\n"
+    "    /* x's 16-byte chunk nn of step c (lane 4 g + t's load j in gemv1: nn = 16 g + 4 t + j) goes to\n"
+    "       c * 128 + 32 j + 4 g + t, so that load j of a step reads 512 contiguous bytes */\n"
+    "    for (int i = threadIdx.x; i < (int)(k / 8); i += 32 * MXT_W) {\n"
+    "        const int c = i >> 7, nn = i & 127;\n"
+    "        xs[c * 128 + (nn & 3) * 32 + (nn >> 4) * 4 + ((nn >> 2) & 3)] = __ldg((const uint4 *)x + i);\n"
+    "    }\n"
+    "    qcp_bar_n(1, 32 * MXT_W);\n"
+    "    const int g = lane >> 2, t = lane & 3;\n"
+    "    const bool diag = t == (g >> 1), odd = g & 1;\n"
+    "    for (int j = warp; j < groups; j += MXT_W) {\n"
+    "        const int st = j % MXT_NS;\n"
+    "        const ll row0 = r0 + 4 * j;\n"
+    "        qcp_wait(full + 8 * st, (j / MXT_NS) & 1);\n"
+    "        const unsigned char *cs = ring + st * stage, *ss = cs + cb;\n"
+    "        float acc[2][1][4] = {{{0.f, 0.f, 0.f, 0.f}}, {{0.f, 0.f, 0.f, 0.f}}};\n"
+    "        for (int c = 0; c < steps; c++) {\n"
+    "            MxpStage<2> sg;\n"
+    "#pragma unroll\n"
+    "            for (int r = 0; r < 2; r++) {\n"
+    "                const uint4 va = *(const uint4 *)(cs + 2 * r * rowb + c * 512 + 64 * g + 16 * t);\n"
+    "                const uint4 vb = *(const uint4 *)(cs + (2 * r + 1) * rowb + c * 512 + 64 * g + 16 * t);\n"
+    "                sg.wa[r][0] = va.x, sg.wa[r][1] = va.y, sg.wa[r][2] = va.z, sg.wa[r][3] = va.w;\n"
+    "                sg.wb[r][0] = vb.x, sg.wb[r][1] = vb.y, sg.wb[r][2] = vb.z, sg.wb[r][3] = vb.w;\n"
+    "                sg.ea[r] = ss[2 * r * sbr + c * 32 + 4 * g + t];\n"
+    "                sg.eb[r] = ss[(2 * r + 1) * sbr + c * 32 + 4 * g + t];\n"
+    "            }\n"
+    "            uint4 xv[1][4];\n"
+    "#pragma unroll\n"
+    "            for (int jj = 0; jj < 4; jj++) xv[0][jj] = xs[c * 128 + jj * 32 + lane];\n"
+    "            mxp_chunk_xv<2, 1>(sg, acc, xv);\n"
+    "        }\n"
+    "        __syncwarp();\n"
+    "        if (lane == 0) qcp_arrive(empty + 8 * st); /* the stage's reads are done: the producer may refill it */\n"
+    "#pragma unroll\n"
+    "        for (int r = 0; r < 2; r++)\n"
+    "#pragma unroll\n"
+    "            for (int e = 0; e < 2; e++) {\n"
+    "                float v = diag ? (odd ? acc[r][0][2 * e + 1] : acc[r][0][2 * e]) : 0.f;\n"
+    "#pragma unroll\n"
+    "                for (int o = 16; o >= 1; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "                const ll row = row0 + 2 * r + e;\n"
+    "                if (lane == 0 && row < r1) y[row] = v;\n"
+    "            }\n"
+    "    }\n"
+    "}\n";
+
+static void mxt_dims(const qc_problem *p, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    if (p->m != 1 || p->n <= 0 || p->k < 1024 || MXT_SMEM(p->k) > MXT_SMEM_MAX) return;
+    d->grid[0] = (uint32_t)((p->n + MXT_RPB(p->n) - 1) / MXT_RPB(p->n));
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = 32u * (MXT_W + 1);
+    d->block[1] = d->block[2] = 1;
+    d->shared_bytes = (uint32_t)MXT_SMEM(p->k);
+}
+
+static int mxt_eligible(const qc_problem *p, qc_reason *why) {
+    static const char id[] = "mxfp4.gemv1_tma";
+    const char *off = getenv("QC_MXT"), *en = getenv("QC_MXT_MIN_N");
+    if (off && strcmp(off, "off") == 0) {
+        mxfp4_why(why, "off", "%s is switched off (QC_MXT=off)", id);
+        return 0;
+    }
+    if (!mxfp4_frag_eligible(id, p, why)) return 0;
+    if (p->k % 1024) {
+        mxfp4_why(why, "align_k", "%s streams K in 512-byte runs (1024 codes), layer has K=%lld (mxfp4.gemv_frag_ps "
+                  "takes K %% 128 == 0)", id, (long long)p->k);
+        return 0;
+    }
+    if (MXT_SMEM(p->k) > MXT_SMEM_MAX) {
+        mxfp4_why(why, "shared_memory", "%s keeps x and 8 stages of 4 rows in shared memory, %lld bytes at K=%lld; two "
+                  "blocks an SM allow %d (mxfp4.gemv1 takes it)", id, (long long)MXT_SMEM(p->k), (long long)p->k,
+                  MXT_SMEM_MAX);
+        return 0;
+    }
+    long long min_n = MXT_MIN_N;
+    if (en) {
+        char *end = NULL;
+        long long v = strtoll(en, &end, 10);
+        if (end != en && *end == 0 && v >= 1) min_n = v;
+    }
+    if (p->n < min_n) {
+        mxfp4_why(why, "n_range", "%s is faster than mxfp4.gemv1 only on long layers: n = %lld < %lld (QC_MXT_MIN_N "
+                  "overrides)", id, (long long)p->n, min_n);
+        return 0;
+    }
+    return 1;
+}
+
 /* ---- mxfp4.gemv1: m = 1, K % 1024, whole-line loads (w4a16.gemv1_sym's technique, docs/perf.md session 9) ---- */
 
 /* the launch: w4a16.gemv1_sym's (plugins/common/qc_gemv1_plan.h), QC_MXG_KS overrides the K split */
@@ -483,6 +705,27 @@ static int mxg_eligible(const qc_problem *p, qc_reason *why) {
 }
 
 qc_status mxfp4_gemv1_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void)) {
+    /* mxfp4.gemv1_tma first: the same M range, so registration order puts it ahead where it is eligible (sm_90,
+     * long layers) */
+    qc_kernel_desc dt = {
+        .struct_size = sizeof dt,
+        .id = "mxfp4.gemv1_tma",
+        .format = "mxfp4",
+        .phases = QC_PHASE_ANY,
+        .m_min = 1,
+        .m_max = 1,
+        .arch = {90, QC_SM_ANY}, /* cp.async.bulk and mbarrier transaction counts: sm_90 */
+        .n_params = MX_BX_NPARAMS,
+        .params = MX_BX_PARAMS,
+        .reference = bx_ref,
+        .cuda_source = MXT_SRC,
+        .cuda_entry = "qc_mxfp4_gemv1_tma",
+        .launch_dims = mxt_dims,
+        .eligible = mxt_eligible,
+        .flags = QC_KERNEL_GRID_DEP, /* the producer's copies start before qc_grid_wait */
+    };
+    qc_status st = api->register_kernel(host, &dt);
+    if (st != QC_OK) return st;
     qc_kernel_desc d = {
         .struct_size = sizeof d,
         .id = "mxfp4.gemv1",

@@ -423,6 +423,23 @@ int main(int argc, char **argv) {
                 run_case(&c, g1, 1, 64, 2048, W_NANBLK, 0);
                 run_case(&c, g1, 1, 64, 1024, W_SUBN, 0);
                 run_case(&c, g1, 1, 40, 4096, W_HUGE, 0);
+                /* mxfp4.gemv1_tma (sm_90; run here whatever its n_range refusal says: the descriptor's plan is
+                 * launched directly): n = 1 and odd n (a short last stage and block), rings that wrap (28672: 28
+                 * stages a block over 8 slots; 65536: 63), 1 to 5 steps a row, tiny, NaN, subnormal and huge scale
+                 * bytes */
+                if (qc_gpu_get_info(c.g)->sm >= 90) {
+                    static const char gt[] = "mxfp4.gemv1_tma";
+                    run_case(&c, gt, 1, 1, 1024, W_NORMAL, 0);
+                    run_case(&c, gt, 1, 77, 3072, W_NORMAL, 0);
+                    run_case(&c, gt, 1, 4097, 2048, W_NORMAL, 0);
+                    run_case(&c, gt, 1, 28672, 4096, W_NORMAL, 0);
+                    run_case(&c, gt, 1, 65536, 1024, W_NORMAL, 0);
+                    run_case(&c, gt, 1, 1000, 5120, W_NORMAL, 0);
+                    run_case(&c, gt, 1, 96, 1024, W_TINY, 0);
+                    run_case(&c, gt, 1, 64, 2048, W_NANBLK, 0);
+                    run_case(&c, gt, 1, 64, 1024, W_SUBN, 0);
+                    run_case(&c, gt, 1, 40, 4096, W_HUGE, 0);
+                }
                 static const char *const g1ks[] = {"1", "2", "3", "5", "7", "8"};
                 for (size_t i = 0; i < sizeof g1ks / sizeof g1ks[0]; i++) {
                     setenv("QC_MXG_KS", g1ks[i], 1);
@@ -533,11 +550,15 @@ int main(int argc, char **argv) {
                                fk_ids[j], gemv, names[sh], (long long)shapes[sh][0], (long long)shapes[sh][1], r[0],
                                r[1], r[2], r[3]);
                     }
-                /* mxfp4.gemv1 at M = 1 beside the GEMVs it replaces there */
+                /* mxfp4.gemv1 at M = 1 beside the GEMVs it replaces there, and mxfp4.gemv1_tma on gate_up */
                 for (size_t sh = 0; sh < 4; sh++) {
                     run_case(&c, "mxfp4.gemv1", 1, shapes[sh][0], shapes[sh][1], W_NORMAL, 50);
                     printf("%s: US mxfp4.gemv1 %s M=1 %.2f (mxfp4.gemv_frag_ps %.2f, mxfp4.gemv %.2f)\n", TEST,
                            names[sh], last_us, tus[sh][0][2], tus[sh][0][0]);
+                    if (qc_gpu_get_info(c.g)->sm >= 90 && shapes[sh][0] >= 16384 && shapes[sh][1] <= 5120) {
+                        run_case(&c, "mxfp4.gemv1_tma", 1, shapes[sh][0], shapes[sh][1], W_NORMAL, 50);
+                        printf("%s: US mxfp4.gemv1_tma %s M=1 %.2f\n", TEST, names[sh], last_us);
+                    }
                 }
                 for (size_t sh = 0; sh < 4; sh++)
                     printf("%s: US %s %lldx%lld (gemv / frag / frag_ps): M=1 %.2f/%.2f/%.2f  M=4 %.2f/%.2f/%.2f  "

@@ -1,4 +1,4 @@
-/* test_mxfp4_frag_unit.c - mxfp4.gemv_frag, mxfp4.gemv_frag_ps and mxfp4.gemv1 without a GPU: descriptors, refusals, selection, plans, references, sm_80 / sm_90a builds and SASS per 16 bytes of codes. */
+/* test_mxfp4_frag_unit.c - mxfp4.gemv_frag, mxfp4.gemv_frag_ps, mxfp4.gemv1 and mxfp4.gemv1_tma without a GPU: descriptors, refusals, selection, plans, references, sm_80 / sm_90a builds and SASS per 16 bytes of codes. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <unistd.h>
@@ -75,9 +75,13 @@ static void descriptors(qc_runtime *rt, const kinfo *ki) {
             for (uint32_t sm = 80; sm <= 90; sm += 10) {
                 qc_problem p = prob(sm, m, shapes[i][0], shapes[i][1]);
                 const qc_kernel_desc *sel = NULL;
-                /* mxfp4.gemv1 at m = 1 with k % 1024 == 0 (narrowest M range), else mxfp4.gemv_frag_ps
-                 * (registered first: faster than both others on the H200), then mxfp4.gemv, mxfp4.gemv_frag */
-                const qc_kernel_desc *want = m == 1 && p.k % 1024 == 0 ? qc_kernel_find(rt, "mxfp4.gemv1") : kp;
+                /* mxfp4.gemv1 at m = 1 with k % 1024 == 0 (narrowest M range; mxfp4.gemv1_tma instead on sm_90
+                 * for n >= 16384, k <= 5120), else mxfp4.gemv_frag_ps (registered first: faster than both others
+                 * on the H200), then mxfp4.gemv, mxfp4.gemv_frag */
+                const int tma = sm >= 90 && p.n >= 16384 && p.k <= 5120 && !getenv("QC_MXT") && !getenv("QC_MXT_MIN_N");
+                const qc_kernel_desc *want = m == 1 && p.k % 1024 == 0
+                                                 ? qc_kernel_find(rt, tma ? "mxfp4.gemv1_tma" : "mxfp4.gemv1")
+                                                 : kp;
                 CHECK(qc_select_format(rt, f, &p, 1, &sel, &why) && sel == want,
                       "sm_%u m=%lld %lldx%lld chose %s", sm, (long long)m, (long long)p.n, (long long)p.k,
                       sel ? sel->id : why.text);
@@ -465,6 +469,95 @@ static void gemv1_checks(qc_runtime *rt) {
     nv_rm_rf(tmp);
 }
 
+/* mxfp4.gemv1_tma (sm_90, m = 1, k % 1024, n >= 16384, k <= 5120): descriptor, refusals, the plan, the engine's pick,
+ * the reference (mxfp4.gemv's), the sm_90a build */
+static void gemv1_tma_checks(qc_runtime *rt) {
+    const char *ID = "mxfp4.gemv1_tma";
+    const qc_format_desc *f = qc_format_find(rt, "mxfp4");
+    const qc_kernel_desc *k = qc_kernel_find(rt, ID), *gv = qc_kernel_find(rt, "mxfp4.gemv");
+    CHECK(f && k && gv, "mxfp4 format, %s or mxfp4.gemv not loaded", ID);
+    if (!f || !k || !gv) return;
+    CHECK(k->m_min == 1 && k->m_max == 1 && k->arch.min_sm == 90 && k->reference == gv->reference &&
+              k->n_params == gv->n_params && (k->flags & QC_KERNEL_GRID_DEP),
+          "%s: M [%lld, %lld] arch %u, reference / params / flags", ID, (long long)k->m_min, (long long)k->m_max,
+          k->arch.min_sm);
+    const char *old_off = getenv("QC_MXT"), *old_min = getenv("QC_MXT_MIN_N");
+    char *saved_off = old_off ? strdup(old_off) : NULL, *saved_min = old_min ? strdup(old_min) : NULL;
+    unsetenv("QC_MXT");
+    unsetenv("QC_MXT_MIN_N");
+    qc_reason why;
+    static const int64_t ok[][2] = {{28672, 4096}, {16384, 1024}, {16384, 5120}, {28680, 2048}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        qc_problem p = prob(90, 1, ok[i][0], ok[i][1]);
+        CHECK(qc_select_kernel(k, f, &p, 1, &why), "%s %lldx%lld refused: %s", ID, (long long)p.n, (long long)p.k,
+              why.text);
+    }
+    expect_refused(k, f, prob(80, 1, 28672, 4096), "arch");
+    expect_refused(k, f, prob(90, 1, 4096, 4096), "n_range");
+    expect_refused(k, f, prob(90, 1, 6144, 4096), "n_range");
+    expect_refused(k, f, prob(90, 1, 28672, 6144), "shared_memory");
+    expect_refused(k, f, prob(90, 1, 28672, 7168), "shared_memory");
+    expect_refused(k, f, prob(90, 1, 28672, 14336), "shared_memory");
+    expect_refused(k, f, prob(90, 1, 28672, 1152), "align_k");
+    expect_refused(k, f, prob(90, 2, 28672, 4096), "m_range");
+    setenv("QC_MXT", "off", 1);
+    expect_refused(k, f, prob(90, 1, 28672, 4096), "off");
+    const qc_kernel_desc *sel = NULL;
+    qc_problem po = prob(90, 1, 28672, 4096);
+    CHECK(qc_select_format(rt, f, &po, 1, &sel, &why) && sel == qc_kernel_find(rt, "mxfp4.gemv1"),
+          "QC_MXT=off: gate_up m=1 chose %s", sel ? sel->id : why.text);
+    unsetenv("QC_MXT");
+    setenv("QC_MXT_MIN_N", "1", 1); /* the tests' switch: short layers too */
+    qc_problem p1 = prob(90, 1, 8, 1024);
+    CHECK(qc_select_kernel(k, f, &p1, 1, &why), "%s n=8 with QC_MXT_MIN_N=1 refused: %s", ID, why.text);
+    unsetenv("QC_MXT_MIN_N");
+    /* the plan: blocks of a multiple of 4 rows, 9 warps, x + the ring + barriers */
+    static const int64_t plans[][4] = {{28672, 4096, 256, 77952}, {16384, 5120, 256, 97408}, {1, 1024, 1, 19584},
+                                       {4097, 2048, 257, 39040}};
+    for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
+        qc_problem p = prob(90, 1, plans[i][0], plans[i][1]);
+        qc_launch_dims d;
+        k->launch_dims(&p, &d);
+        CHECK(d.grid[0] == (uint32_t)plans[i][2] && d.grid[1] == 1 && d.block[0] == 288 && d.block[1] == 1 &&
+                  d.shared_bytes == (uint32_t)plans[i][3],
+              "%s plan %lldx%lld: grid %u block %u smem %u, expected %lld blocks and %lld bytes", ID, (long long)p.n,
+              (long long)p.k, d.grid[0], d.block[0], d.shared_bytes, (long long)plans[i][2], (long long)plans[i][3]);
+    }
+    qc_launch_dims d;
+    qc_problem p2 = prob(90, 2, 28672, 4096), pk = prob(90, 1, 28672, 7168);
+    k->launch_dims(&p2, &d);
+    CHECK(d.grid[0] == 0, "%s: m = 2 should give an empty grid", ID);
+    k->launch_dims(&pk, &d);
+    CHECK(d.grid[0] == 0, "%s: k = 7168 (over its shared memory) should give an empty grid", ID);
+    if (saved_off) setenv("QC_MXT", saved_off, 1);
+    if (saved_min) setenv("QC_MXT_MIN_N", saved_min, 1);
+    free(saved_off), free(saved_min);
+    references(rt, ID);
+    char *tmp = nv_tmpdir();
+    int skip = 0;
+    qc_nvrtc *nv = tmp ? nv_open_or_skip(TEST, tmp, &skip) : NULL;
+    if (!nv) {
+        CHECK(skip, "NVRTC is required here");
+        if (tmp) nv_rm_rf(tmp);
+        return;
+    }
+    static const char *const opts[] = {"--ptxas-options=-v", NULL};
+    qc_cubin c;
+    qc_status st = qc_nvrtc_compile(nv, ID, k->cuda_source, k->cuda_entry, opts, 90, 1, &c, &why);
+    CHECK(st == QC_OK, "%s for sm_90a: %s: %s", ID, why.code, why.text);
+    if (st == QC_OK) {
+        int regs, spill;
+        char *log = nv_ptxas_report(tmp, &c, "qc_mxfp4_gemv1_tma", TEST, &regs, &spill);
+        CHECK(log && spill == 0 && regs > 0 && regs <= 112, "%s %s: %d registers, %d bytes spilled", ID, c.target,
+              regs, spill);
+        printf("%s: %s for %s: %d registers, no spills\n", TEST, ID, c.target, regs);
+        free(log);
+        qc_cubin_free(&c);
+    }
+    qc_nvrtc_destroy(nv);
+    nv_rm_rf(tmp);
+}
+
 int main(void) {
     qc_set_log_level(QC_LOG_ERROR);
     char err[512];
@@ -479,6 +572,7 @@ int main(void) {
             compiles(rt, &KINFO[i]);
         }
         gemv1_checks(rt);
+        gemv1_tma_checks(rt);
         qc_runtime_close(rt);
     }
     return qc_test_finish(TEST);
