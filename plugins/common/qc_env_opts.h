@@ -57,4 +57,17 @@ static inline int qc_env_int(const char *plugin, const char *var, int lo, int hi
     return (int)v;
 }
 
+/* An integer switch that becomes one NVRTC define for A/B runs: `var` = an integer in [lo, hi] gives {"-D<macro>=<v>",
+ * NULL} in the caller's static `buf` and `list`; unset or invalid (warned, as qc_env_int): NULL, the source's
+ * default.  Call from registration. */
+static inline const char **qc_env_define_int(const char *plugin, const char *var, const char *macro, int lo, int hi,
+                                             char *buf, size_t len, const char **list) {
+    const int v = qc_env_int(plugin, var, lo, hi, lo - 1);
+    if (v < lo) return NULL;
+    snprintf(buf, len, "-D%s=%d", macro, v);
+    list[0] = buf;
+    list[1] = NULL;
+    return list;
+}
+
 #endif

@@ -1,4 +1,5 @@
 /* fp8_kernels.c - the fp8 plugin's GPU kernels (act quantization, W8A8 wgmma / mma.sync / decode GEMV, W8A16) and their C references. */
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -248,6 +249,22 @@ static void gemv_wg_dims(const qc_problem *p, qc_launch_dims *d) {
     dims_1d(d, ks ? cdiv(p->n, 16) : 0, 32u * (uint32_t)ks, 1024u + (stage > red ? stage : red));
 }
 
+/* fp8.gemv1_tma_* (cuda/gemv1_tma.cu; keep FT_* in step): FT_BLOCKS blocks of FT_RPB(n) consecutive rows (fewer
+ * blocks when n is small), FT_W consumer warps and a producer warp; shared memory: x in f16 (2 k bytes), FT_NS stages of
+ * FT_R rows, 2 FT_NS barriers.  Two blocks an SM of an H200 when FT_SMEM(k) <= FT_SMEM_MAX. */
+#define FT_W 8
+#define FT_NS 8
+#define FT_R 2
+#define FT_BLOCKS 264
+#define FT_MIN_N 1 /* faster than the older GEMVs on qkv, o and gate_up (H200, session 16); QC_FP8T_MIN_N raises it */
+#define FT_SMEM_MAX 116224
+#define FT_RPB(n) ((((n) + FT_BLOCKS - 1) / FT_BLOCKS + FT_R - 1) / FT_R * FT_R)
+#define FT_SMEM(k) (2 * (k) + FT_NS * FT_R * (k) + 16 * FT_NS)
+static void gemv1t_dims(const qc_problem *p, qc_launch_dims *d) {
+    const int ok = p->m == 1 && p->n > 0 && p->k > 0 && p->k % 512 == 0 && FT_SMEM(p->k) <= FT_SMEM_MAX;
+    dims_1d(d, ok ? cdiv(p->n, FT_RPB(p->n)) : 0, 32u * (FT_W + 1), ok ? (uint32_t)FT_SMEM(p->k) : 0);
+}
+
 /* 64 x 64 tiles, 4 warps */
 static void mma_dims(const qc_problem *p, qc_launch_dims *d) {
     memset(d, 0, sizeof *d);
@@ -334,6 +351,34 @@ static int wg_ok(int mode, const qc_problem *p, const char *id, qc_reason *why) 
 }
 static int elig_gw_channel(const qc_problem *p, qc_reason *why) { return wg_ok(MODE_CHANNEL, p, "fp8.gemv_wg_channel", why); }
 static int elig_gw_tensor(const qc_problem *p, qc_reason *why) { return wg_ok(MODE_TENSOR, p, "fp8.gemv_wg_tensor", why); }
+/* fp8.gemv1_tma_*: m = 1 on sm_90 (bulk copies), whole 512-byte runs, x and the ring in shared memory */
+static int ft_ok(int mode, const qc_problem *p, const char *id, qc_reason *why) {
+    const char *off = getenv("QC_FP8T");
+    if (off && strcmp(off, "off") == 0) {
+        reason(why, "off", "%s is switched off (QC_FP8T=off)", id);
+        return 0;
+    }
+    if (!n_ok(p, id, why)) return 0;
+    if (p->k % 512) {
+        reason(why, "align_k", "%s reads K in 512-byte runs, layer has k = %lld (fp8.gemv_channel takes k %% 16 == 0)",
+               id, (long long)p->k);
+        return 0;
+    }
+    if (FT_SMEM(p->k) > FT_SMEM_MAX) {
+        reason(why, "shared_memory", "%s keeps x and %d stages of %d rows in shared memory, %lld bytes at k = %lld; "
+               "two blocks an SM allow %d", id, FT_NS, FT_R, (long long)FT_SMEM(p->k), (long long)p->k, FT_SMEM_MAX);
+        return 0;
+    }
+    const int min_n = qc_env_int("fp8", "QC_FP8T_MIN_N", 1, INT_MAX, FT_MIN_N);
+    if (p->n < min_n) {
+        reason(why, "n_range", "%s: n = %lld is below QC_FP8T_MIN_N = %d", id,
+               (long long)p->n, min_n);
+        return 0;
+    }
+    return w8a8_scheme_ok(mode, p, id, why);
+}
+static int elig_ft_channel(const qc_problem *p, qc_reason *why) { return ft_ok(MODE_CHANNEL, p, "fp8.gemv1_tma_channel", why); }
+static int elig_ft_tensor(const qc_problem *p, qc_reason *why) { return ft_ok(MODE_TENSOR, p, "fp8.gemv1_tma_tensor", why); }
 ELIG(elig_mm_channel, w8a8_scheme_ok, MODE_CHANNEL, "fp8.gemm_channel_mma")
 ELIG(elig_mm_tensor, w8a8_scheme_ok, MODE_TENSOR, "fp8.gemm_tensor_mma")
 ELIG(elig_mm_block, w8a8_scheme_ok, MODE_BLOCK, "fp8.gemm_block_mma")
@@ -423,6 +468,12 @@ typedef struct kspec {
  * on the H200 the GEMV took half the wgmma time at m <= 16: 11.7 vs 19.5 us on 4096 x 4096), the Hopper wgmma GEMMs, the sm_89 mma.sync GEMMs (also any later arch without wgmma), the
  * W8A16 path below sm_89, then the activation quantizers (never selected as linears). */
 static const kspec g_kernels[] = {
+    /* m = 1 on sm_90, k <= 6144: a narrower arch and M range than the GEMVs below, so the engine takes it where it is
+       eligible */
+    {"fp8.gemv1_tma_channel", "qc_fp8_gemv1_tma_channel", FP8_SRC_GEMV1T, OPT_MODE[0], {90, 90}, QC_PHASE_ANY, 1, 1,
+     P_W8A8, NP(P_W8A8), FN(channel_ref), gemv1t_dims, elig_ft_channel, 0, NULL},
+    {"fp8.gemv1_tma_tensor", "qc_fp8_gemv1_tma_tensor", FP8_SRC_GEMV1T, OPT_MODE[1], {90, 90}, QC_PHASE_ANY, 1, 1,
+     P_W8A8, NP(P_W8A8), FN(tensor_ref), gemv1t_dims, elig_ft_tensor, 0, NULL},
     {"fp8.gemv_channel", "qc_fp8_gemv_channel", FP8_SRC_GEMV, OPT_MODE[0], {89, QC_SM_ANY}, QC_PHASE_ANY, 1, GV_ROWS,
      P_W8A8, NP(P_W8A8), FN(channel_ref), gemv_dims, elig_gv_channel, 0, NULL},
     {"fp8.gemv_tensor", "qc_fp8_gemv_tensor", FP8_SRC_GEMV, OPT_MODE[1], {89, QC_SM_ANY}, QC_PHASE_ANY, 1, GV_ROWS,
@@ -482,7 +533,7 @@ static int gemv_rank(const kspec *s) { /* pass in which s registers */
 }
 
 /* QC_FP8_WGMMA_OPTS="-DA=1,-DB=2" (commas or spaces): extra NVRTC options for the three wgmma GEMMs (cuda/wgmma.cu's
- * build options), QC_FP8_GEMV_OPTS the same for the three fp8.gemv_* (cuda/gemv.cu), for A/B runs on the device
+ * build options), QC_FP8_GEMV_OPTS the same for the three fp8.gemv_* (cuda/gemv.cu) and fp8.gemv1_tma_* (cuda/gemv1_tma.cu), for A/B runs on the device
  * without a rebuild; at most 8 options of up to 63 characters, each starting with -D (anything else is ignored
  * with a warning).  Each variable is read once per registration; the arrays live as long as the plugin. */
 #define X_OPTS 8
@@ -524,14 +575,15 @@ qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
             .cuda_source = s->src,
             .cuda_entry = s->entry,
             .nvrtc_options = s->src == FP8_SRC_WGMMA  ? with_extra_opts(X_WGMMA, s->opts)
-                             : s->src == FP8_SRC_GEMV ? with_extra_opts(X_GEMV, s->opts)
+                             : s->src == FP8_SRC_GEMV || s->src == FP8_SRC_GEMV1T ? with_extra_opts(X_GEMV, s->opts)
                                                       : s->opts,
             .launch_dims = s->dims,
             .eligible = s->elig,
             .n_tensor_maps = s->maps ? NP(MAPS_W8A8) : 0,
             .tensor_maps = s->maps ? MAPS_W8A8 : NULL,
             .act_recipe = s->recipe, /* the static quantizer reads w.act_scale: no recipe the core fuses */
-            .flags = s->src == FP8_SRC_GEMV ? QC_KERNEL_GRID_DEP : 0u, /* cuda/gemv.cu calls qc_grid_dep() first */
+            /* cuda/gemv.cu calls qc_grid_dep() first; gemv1_tma.cu's producer copies weights before qc_grid_wait */
+            .flags = s->src == FP8_SRC_GEMV || s->src == FP8_SRC_GEMV1T ? QC_KERNEL_GRID_DEP : 0u,
             .workspace_bytes = s->src == FP8_SRC_WGMMA ? wgmma_workspace : NULL,
         };
         qc_status st = api->register_kernel(host, &kd);

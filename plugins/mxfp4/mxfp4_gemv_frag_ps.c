@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/qc_env_opts.h"
 #include "../common/qc_gemv1_plan.h"
 #include "../common/qc_tma_pipe_src.h"
 #include "mxfp4_cuda.h"
@@ -528,13 +529,13 @@ qc_status mxfp4_frag_ps_register(const qc_host_api *api, qc_host *host, void (*b
  * laid out once a block in shared memory as w4a16.gemv1_tma_sym lays it
  * out (a step's load j reads 512 contiguous bytes; read through L1 instead
  * it was slower than mxfp4.gemv1, H200 session 15).  Two blocks an SM;
- * long layers only (n >= MXT_MIN_N), k <= 5120 (shared memory).  Misaligned pointers, m != 1
+ * any n (QC_MXT_MIN_N sets a bound), k <= 5120 (shared memory).  Misaligned pointers, m != 1
  * or k % 1024 != 0: NaN in every output, as mxfp4.gemv1.
  */
 #define MXT_W 8
 #define MXT_NS 8 /* a multiple of MXT_W: each slot serves one warp */
 #define MXT_BLOCKS 264
-#define MXT_MIN_N 16384
+#define MXT_MIN_N 1 /* no row bound by default (session 16); QC_MXT_MIN_N raises it */
 #define MXT_SMEM_MAX 116224
 #define MXT_RPB(n) ((((n) + MXT_BLOCKS - 1) / MXT_BLOCKS + 3) / 4 * 4)
 /* x (2 k bytes), the ring (MXT_NS stages of 4 rows: 2 k code bytes, k / 8 scale bytes), then 2 MXT_NS barriers */
@@ -555,8 +556,13 @@ static const char MXT_SRC[] = "#define MXP_GEMV1\n#define MXP_QSTEP 512\n#define
     "}\n"
     "extern \"C\" __global__ void __launch_bounds__(32 * (MXT_W + 1), 2) qc_mxfp4_gemv1_tma(const u16 *x, const u8 *q,\n"
     "        const u8 *sc, float *y, ll m, ll n, ll k) {\n"
+    "#ifndef MXT_TRIGGER /* PDL: 0 dependents launch when it ends, 1 when its blocks are done, 2 at the start */\n"
+    "#define MXT_TRIGGER 0\n"
+    "#endif\n"
     "    extern __shared__ __align__(128) unsigned char mxt_sm[];\n"
-    "    qc_grid_trigger(); /* the next kernel's blocks may start (they wait for this one) */\n"
+    "#if MXT_TRIGGER == 2\n"
+    "    qc_grid_trigger();\n"
+    "#endif\n"
     "    if (m <= 0 || n <= 0) return;\n"
     "    if (m != 1 || k <= 0 || (k & 1023) || n > 2147483647LL - 32 || ((unsigned long long)q & 15) ||\n"
     "        ((unsigned long long)x & 15) || ((unsigned long long)sc & 15)) {\n"
@@ -639,6 +645,9 @@ static const char MXT_SRC[] = "#define MXP_GEMV1\n#define MXP_QSTEP 512\n#define
     "                if (lane == 0 && row < r1) y[row] = v;\n"
     "            }\n"
     "    }\n"
+    "#if MXT_TRIGGER == 1 /* dependents launch once every block is done with its stages */\n"
+    "    qc_grid_trigger();\n"
+    "#endif\n"
     "}\n";
 
 static void mxt_dims(const qc_problem *p, qc_launch_dims *d) {
@@ -677,8 +686,7 @@ static int mxt_eligible(const qc_problem *p, qc_reason *why) {
         if (end != en && *end == 0 && v >= 1) min_n = v;
     }
     if (p->n < min_n) {
-        mxfp4_why(why, "n_range", "%s is faster than mxfp4.gemv1 only on long layers: n = %lld < %lld (QC_MXT_MIN_N "
-                  "overrides)", id, (long long)p->n, min_n);
+        mxfp4_why(why, "n_range", "%s: n = %lld is below QC_MXT_MIN_N = %lld", id, (long long)p->n, min_n);
         return 0;
     }
     return 1;
@@ -707,6 +715,10 @@ static int mxg_eligible(const qc_problem *p, qc_reason *why) {
 qc_status mxfp4_gemv1_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void)) {
     /* mxfp4.gemv1_tma first: the same M range, so registration order puts it ahead where it is eligible (sm_90,
      * long layers) */
+    static char mxt_buf[32]; /* QC_MXT_TRIGGER=0..2 (A/B runs): the kernel's MXT_TRIGGER */
+    static const char *mxt_list[2];
+    const char *const *mxt_opts =
+        qc_env_define_int("mxfp4", "QC_MXT_TRIGGER", "MXT_TRIGGER", 0, 2, mxt_buf, sizeof mxt_buf, mxt_list);
     qc_kernel_desc dt = {
         .struct_size = sizeof dt,
         .id = "mxfp4.gemv1_tma",
@@ -722,6 +734,7 @@ qc_status mxfp4_gemv1_register(const qc_host_api *api, qc_host *host, void (*bx_
         .cuda_entry = "qc_mxfp4_gemv1_tma",
         .launch_dims = mxt_dims,
         .eligible = mxt_eligible,
+        .nvrtc_options = mxt_opts,
         .flags = QC_KERNEL_GRID_DEP, /* the producer's copies start before qc_grid_wait */
     };
     qc_status st = api->register_kernel(host, &dt);

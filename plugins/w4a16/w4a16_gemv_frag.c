@@ -639,13 +639,15 @@ static int w4g_el_sym(const qc_problem *p, qc_reason *why) {
  * which knows that the slot's previous fill has completed (a parity wait
  * only tells phases one apart: rings of 7 for 8 warps hung on the H200).
  * Measured (bench/results/2026-12-01-h200-s15): gate_up 19.4 us back to
- * back against gemv1's 21.8 (23.9 / 26.6 after a memset); slower than
- * gemv1 on o, qkv and down, hence the n >= W4T_MIN_N refusal.
+ * back against gemv1's 21.8 (23.9 / 26.6 after a memset); alone slower
+ * than gemv1 on o and qkv, but with no PDL trigger (W4T_TRIGGER 0) the
+ * batch-1 decode step is fastest with it on qkv, o and gate_up (session
+ * 16: 2.097 ms against 2.163 on gate_up only and 2.248 without it).
  */
 #define W4T_W 8                /* consumer warps a block */
 #define W4T_NS 8               /* ring stages: a multiple of W4T_W */
 #define W4T_BLOCKS 264         /* 2 blocks an SM of an H200 */
-#define W4T_MIN_N 16384        /* the rows below which gemv1 is faster (QC_W4T_MIN_N overrides) */
+#define W4T_MIN_N 1            /* no row bound by default; QC_W4T_MIN_N raises it (A/B runs) */
 #define W4T_SMEM_MAX 116224    /* 2 blocks an SM: half of the 227 KiB an H200 SM offers a block, less 1 KiB */
 #define W4T_RPB(n) ((((n) + W4T_BLOCKS - 1) / W4T_BLOCKS + 3) / 4 * 4)
 /* x (2 k bytes), then the ring (W4T_NS stages of 4 rows: 2 k code bytes, k / 16 scale bytes), then 2 W4T_NS barriers */
@@ -658,6 +660,9 @@ static int w4g_el_sym(const qc_problem *p, qc_reason *why) {
     "#define W4T_W " W4F_STR(W4T_W) "\n"                                                                          \
     "#define W4T_NS " W4F_STR(W4T_NS) "\n"                                                                        \
     "#define W4T_BLOCKS " W4F_STR(W4T_BLOCKS) "\n"                                                                \
+    "#ifndef W4T_TRIGGER /* PDL: 0 dependents launch when it ends, 1 when its blocks are done, 2 at the start */\n" \
+    "#define W4T_TRIGGER 0\n"                                                                                     \
+    "#endif\n"                                                                                                    \
     "__device__ __forceinline__ void w4t_bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar,\n"      \
     "                                         unsigned long long pol) {\n" \
     "    asm volatile(\"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint\"\n"      \
@@ -667,7 +672,9 @@ static int w4g_el_sym(const qc_problem *p, qc_reason *why) {
     "extern \"C\" __global__ void __launch_bounds__(32 * (W4T_W + 1), 2) qc_w4t_gemv1_sym(const u16 *x, const u8 *q,\n" \
     "        const u16 *sc, float *y, ll m, ll n, ll k, ll gs) {\n"                                               \
     "    extern __shared__ __align__(128) unsigned char w4t_sm[];\n"                                             \
-    "    qc_grid_trigger(); /* the next kernel's blocks may start (they wait for this one) */\n"                \
+    "#if W4T_TRIGGER == 2\n"                                                                                     \
+    "    qc_grid_trigger();\n"                                                                                    \
+    "#endif\n"                                                                                                    \
     "    if (m != 1 || n <= 0 || k <= 0 || (k & 1023) || gs != 128) return;\n"                                   \
     "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;\n"                                          \
     "    const ll rpb = ((n + W4T_BLOCKS - 1) / W4T_BLOCKS + 3) / 4 * 4; /* the host's W4T_RPB */\n"              \
@@ -746,6 +753,9 @@ static int w4g_el_sym(const qc_problem *p, qc_reason *why) {
     "                if (lane == 0 && row < r1) y[row] = v;\n"                                                    \
     "            }\n"                                                                                             \
     "    }\n"                                                                                                     \
+    "#if W4T_TRIGGER == 1 /* dependents launch once every block is done with its stages */\n"                  \
+    "    qc_grid_trigger();\n"                                                                                    \
+    "#endif\n"                                                                                                    \
     "}\n"
 
 static const char W4T_SRC_SYM[] = W4T_SRC;
@@ -777,8 +787,7 @@ static int w4t_el_sym(const qc_problem *p, qc_reason *why) {
     }
     const int min_n = qc_env_int("w4a16", "QC_W4T_MIN_N", 1, INT_MAX, W4T_MIN_N);
     if (p->n < min_n) {
-        w4_why(why, "n_range", "%s is faster than w4a16.gemv1_sym only on long layers: n = %lld < %d (H200, "
-               "session 15; QC_W4T_MIN_N overrides)", id, (long long)p->n, min_n);
+        w4_why(why, "n_range", "%s: n = %lld is below QC_W4T_MIN_N = %d", id, (long long)p->n, min_n);
         return 0;
     }
     return 1;
@@ -821,6 +830,11 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
         {"w4a16.gemv1_sym", W4G_SRC_SYM, "qc_w4g_gemv1_sym", 1, w4g_dims, w4g_el_sym, 80},
         {"w4a16.gemv_frag_sym", W4F_SRC_SYM, "qc_w4f_gemv_sym", 16, w4f_dims, w4f_el_sym, 80},
     };
+    /* QC_W4T_TRIGGER=0..2 (A/B runs): gemv1_tma's W4T_TRIGGER */
+    static char w4t_buf[32];
+    static const char *w4t_list[2];
+    const char *const *w4t_opts =
+        qc_env_define_int("w4a16", "QC_W4T_TRIGGER", "W4T_TRIGGER", 0, 2, w4t_buf, sizeof w4t_buf, w4t_list);
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         d.id = rows[i].id;
         d.m_max = rows[i].m_max;
@@ -829,6 +843,7 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
         d.launch_dims = rows[i].dims;
         d.eligible = rows[i].eligible;
         d.arch.min_sm = rows[i].sm_min;
+        d.nvrtc_options = i == 0 ? w4t_opts : NULL;
         qc_status st = api->register_kernel(host, &d);
         if (st != QC_OK) return st;
     }

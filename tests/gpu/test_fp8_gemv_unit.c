@@ -106,7 +106,7 @@ static void descriptors(qc_runtime *rt) {
         uint32_t scheme;
         int64_t m;
         const char *want;
-    } sel[] = {{2, 1, "fp8.gemv_channel"}, {5, 16, "fp8.gemv_channel"}, {4, 8, "fp8.gemv_tensor"}, {3, 3, "fp8.gemv_block"}};
+    } sel[] = {{2, 2, "fp8.gemv_channel"}, {5, 16, "fp8.gemv_channel"}, {4, 8, "fp8.gemv_tensor"}, {3, 3, "fp8.gemv_block"}};
     for (size_t i = 0; i < sizeof sel / sizeof sel[0]; i++) {
         qc_problem p = prob(90, sel[i].m, 4096, 4096, sel[i].scheme);
         const qc_kernel_desc *k = NULL;
@@ -384,6 +384,118 @@ static void compiles(qc_runtime *rt) {
         nv_rm_rf(tmp);
 }
 
+/* fp8.gemv1_tma_*: descriptor, every refusal with its code, the engine's pick, the plan, the sm_90a build */
+static void gemv1_tma(qc_runtime *rt) {
+    static const char *const FT[2] = {"fp8.gemv1_tma_channel", "fp8.gemv1_tma_tensor"};
+    const qc_format_desc *f = qc_format_find(rt, "fp8");
+    if (!f) return;
+    const char *old_off = getenv("QC_FP8T"), *old_min = getenv("QC_FP8T_MIN_N");
+    char *save_off = old_off ? strdup(old_off) : NULL, *save_min = old_min ? strdup(old_min) : NULL;
+    unsetenv("QC_FP8T");
+    unsetenv("QC_FP8T_MIN_N");
+    for (int i = 0; i < 2; i++) {
+        const qc_kernel_desc *k = qc_kernel_find(rt, FT[i]);
+        CHECK(k != NULL, "%s is not registered", FT[i]);
+        if (!k) continue;
+        CHECK(k->m_min == 1 && k->m_max == 1 && k->arch.min_sm == 90 && k->arch.max_sm == 90 && k->reference &&
+                  k->n_params == 8 && k->n_tensor_maps == 0 && (k->flags & QC_KERNEL_GRID_DEP),
+              "%s: descriptor", k->id);
+        qc_reason why;
+        qc_problem ok = prob(90, 1, 28672, 4096, SCHEMES[i]);
+        CHECK(qc_select_kernel(k, f, &ok, 1, &why), "%s gate_up refused: %s: %s", k->id, why.code, why.text);
+        qc_problem ok2 = prob(90, 1, 16384, 6144, SCHEMES[i]); /* the largest k two blocks an SM hold */
+        CHECK(qc_select_kernel(k, f, &ok2, 1, &why), "%s k=6144 refused: %s: %s", k->id, why.code, why.text);
+        expect_refused(k, f, prob(90, 2, 28672, 4096, SCHEMES[i]), "m_range");
+        expect_refused(k, f, prob(89, 1, 28672, 4096, SCHEMES[i]), "arch");
+        expect_refused(k, f, prob(100, 1, 28672, 4096, SCHEMES[i]), "arch");
+        expect_refused(k, f, prob(90, 1, 28672, 4000, SCHEMES[i]), "align_k");
+        expect_refused(k, f, prob(90, 1, 28680, 4096, SCHEMES[i]), "align_n");
+        expect_refused(k, f, prob(90, 1, 28672, 6656, SCHEMES[i]), "shared_memory");
+        expect_refused(k, f, prob(90, 1, 4096, 14336, SCHEMES[i]), "shared_memory");
+        setenv("QC_FP8T_MIN_N", "8192", 1);
+        expect_refused(k, f, prob(90, 1, 4096, 4096, SCHEMES[i]), "n_range");
+        expect_refused(k, f, prob(90, 1, 28672, 4096, 3), "scheme");
+        unsetenv("QC_FP8T_MIN_N");
+        qc_problem small = prob(90, 1, 16, 512, SCHEMES[i]);
+        CHECK(qc_select_kernel(k, f, &small, 1, &why), "%s n=16: %s: %s", k->id, why.code, why.text);
+        setenv("QC_FP8T", "off", 1);
+        expect_refused(k, f, prob(90, 1, 28672, 4096, SCHEMES[i]), "off");
+        unsetenv("QC_FP8T");
+        /* the plan: 264 blocks of ceil(n / 264) rows rounded up to whole stages; x + 8 stages of 2 rows + barriers */
+        static const int64_t plans[][4] = {{28672, 4096, 261, 73856}, {16384, 6144, 256, 110720}, {16, 512, 8, 9344},
+                                           {6144, 4096, 256, 73856}};
+        for (size_t j = 0; j < sizeof plans / sizeof plans[0]; j++) {
+            qc_problem p = prob(90, 1, plans[j][0], plans[j][1], SCHEMES[i]);
+            qc_launch_dims d;
+            k->launch_dims(&p, &d);
+            CHECK(d.grid[0] == (uint32_t)plans[j][2] && d.block[0] == 288 && d.shared_bytes == (uint32_t)plans[j][3] &&
+                      d.grid[1] == 1 && d.block[1] == 1,
+                  "%s plan n=%lld k=%lld: grid %u block %u smem %u", k->id, (long long)plans[j][0],
+                  (long long)plans[j][1], d.grid[0], d.block[0], d.shared_bytes);
+        }
+        qc_problem p0 = prob(90, 2, 28672, 4096, SCHEMES[i]);
+        qc_launch_dims d0;
+        k->launch_dims(&p0, &d0);
+        CHECK(d0.grid[0] == 0, "%s: m = 2 should give an empty grid, got %u", k->id, d0.grid[0]);
+    }
+    /* the engine: qkv, o, gate_up at m = 1 on sm_90 take it; m 2, sm_89, down (k 14336), block scales and QC_FP8T=off
+       do not */
+    static const struct {
+        uint32_t sm, scheme;
+        int64_t m, n, k;
+        const char *off, *want;
+    } sel[] = {{90, 2, 1, 28672, 4096, NULL, "fp8.gemv1_tma_channel"}, {90, 4, 1, 28672, 4096, NULL, "fp8.gemv1_tma_tensor"},
+               {90, 2, 1, 4096, 4096, NULL, "fp8.gemv1_tma_channel"},  {90, 2, 1, 6144, 4096, NULL, "fp8.gemv1_tma_channel"},
+               {90, 5, 1, 28672, 4096, NULL, "fp8.gemv1_tma_channel"}, {90, 2, 2, 28672, 4096, NULL, "fp8.gemv_channel"},
+               {89, 2, 1, 28672, 4096, NULL, "fp8.gemv_channel"},     {90, 2, 1, 4096, 14336, NULL, "fp8.gemv_channel"},
+               {90, 3, 1, 28672, 4096, NULL, "fp8.gemv_block"},       {90, 2, 1, 28672, 4096, "off", "fp8.gemv_channel"}};
+    for (size_t i = 0; i < sizeof sel / sizeof sel[0]; i++) {
+        if (sel[i].off) setenv("QC_FP8T", sel[i].off, 1);
+        qc_problem p = prob(sel[i].sm, sel[i].m, sel[i].n, sel[i].k, sel[i].scheme);
+        const qc_kernel_desc *k = NULL;
+        qc_reason why;
+        CHECK(qc_select_format(rt, f, &p, 1, &k, &why) && k && strcmp(k->id, sel[i].want) == 0,
+              "sm_%u scheme %u m=%lld n=%lld: chose %s, want %s", sel[i].sm, sel[i].scheme, (long long)sel[i].m,
+              (long long)sel[i].n, k ? k->id : why.text, sel[i].want);
+        unsetenv("QC_FP8T");
+    }
+    if (save_off) setenv("QC_FP8T", save_off, 1);
+    if (save_min) setenv("QC_FP8T_MIN_N", save_min, 1);
+    free(save_off), free(save_min);
+    /* sm_90a build: no spills, HMMA (sm_90 runs the e4m3 mma.sync as F2FP + HMMA) */
+    char *tmp = nv_tmpdir();
+    int skip = 0;
+    qc_nvrtc *nv = tmp ? nv_open_or_skip(TEST, tmp, &skip) : NULL;
+    if (!nv) {
+        CHECK(skip, "NVRTC is required here");
+        if (tmp) nv_rm_rf(tmp);
+        return;
+    }
+    for (int i = 0; i < 2; i++) {
+        const qc_kernel_desc *k = qc_kernel_find(rt, FT[i]);
+        if (!k) continue;
+        const char *opts[8];
+        size_t no = 0;
+        for (; k->nvrtc_options && k->nvrtc_options[no] && no < 6; no++) opts[no] = k->nvrtc_options[no];
+        opts[no++] = "--ptxas-options=-v";
+        opts[no] = NULL;
+        qc_cubin c;
+        qc_reason why;
+        qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, opts, 90, 1, &c, &why);
+        CHECK(st == QC_OK, "%s for sm_90a: %s: %s", k->id, why.code, why.text);
+        if (st != QC_OK) continue;
+        int regs, spill;
+        char *log = nv_ptxas_report(tmp, &c, NULL, NULL, &regs, &spill);
+        printf("%s: %-22s %-7s cubin %7zu B, %d registers, %d B spilled\n", TEST, k->id, c.target, c.size, regs, spill);
+        CHECK(regs > 0 && regs <= 112 && spill == 0, "%s: %d registers (two 288-thread blocks an SM: <= 112), %d bytes "
+              "spilled", k->id, regs, spill);
+        free(log);
+        qc_cubin_free(&c);
+    }
+    qc_nvrtc_destroy(nv);
+    nv_rm_rf(tmp);
+}
+
 int main(void) {
     qc_set_log_level(QC_LOG_ERROR);
     char err[512];
@@ -396,6 +508,7 @@ int main(void) {
         plan(rt);
         references(rt);
         compiles(rt);
+        gemv1_tma(rt);
         qc_runtime_close(rt);
     }
     return qc_test_finish(TEST);

@@ -135,7 +135,7 @@ static void selection(qc_runtime *rt) {
         const char *want; /* NULL: refused with `code` */
         const char *code;
     } cases[] = {
-        {90, 1, 2, "fp8.gemv_channel", NULL},         {90, 16, 0, "fp8.gemv_channel", NULL},
+        {90, 1, 2, "fp8.gemv1_tma_channel", NULL},    {90, 16, 0, "fp8.gemv_channel", NULL},
         {90, 17, 2, "fp8.gemm_channel_wgmma", NULL},  {90, 4096, 5, "fp8.gemm_channel_wgmma", NULL},
         {90, 4096, 4, "fp8.gemm_tensor_wgmma", NULL}, {90, 8, 4, "fp8.gemv_tensor", NULL},
         {90, 4096, 3, "fp8.gemm_block_wgmma", NULL},  {90, 3, 3, "fp8.gemv_block", NULL},

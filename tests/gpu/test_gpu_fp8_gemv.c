@@ -1,4 +1,4 @@
-/* test_gpu_fp8_gemv.c - fp8.gemv_mma_* on the device: against the C reference for every mode and m = 1..16, then Llama-3-8B decode times beside fp8.gemv_* against the memory floor. */
+/* test_gpu_fp8_gemv.c - fp8.gemv_mma_* and fp8.gemv1_tma_* on the device: against the C reference for every mode and m = 1..16, then Llama-3-8B decode times beside fp8.gemv_* against the memory floor. */
 #define _GNU_SOURCE
 #include <math.h>
 
@@ -23,6 +23,7 @@ static const char *const NEW[3] = {"fp8.gemv_mma_channel", "fp8.gemv_mma_tensor"
 static const char *const OLD[3] = {"fp8.gemv_channel", "fp8.gemv_tensor", "fp8.gemv_block"};
 static const char *const MODE[3] = {"channel", "tensor", "block"};
 static const char *const WG[2] = {"fp8.gemv_wg_channel", "fp8.gemv_wg_tensor"}; /* sm_90 only */
+static const char *const FT[2] = {"fp8.gemv1_tma_channel", "fp8.gemv1_tma_tensor"}; /* sm_90, m = 1 */
 
 typedef struct kern {
     const qc_kernel_desc *k;
@@ -36,7 +37,7 @@ typedef struct ctx {
     uint64_t rng;
     int sm;
     char *tmp;
-    kern knew[3], kold[3], kwg[2];
+    kern knew[3], kold[3], kwg[2], kft[2];
     float lut[256];
 } ctx;
 
@@ -267,6 +268,14 @@ static void timings(ctx *c) {
                        shapes[si].name, MODE[mode], (long long)m, (long long)n, (long long)k, floor_us, OLD[mode], to,
                        to > 0 ? 100.0 * floor_us / to : 0.0, NEW[mode], tn, tn > 0 ? 100.0 * floor_us / tn : 0.0,
                        d.block[0] / 32, tn > 0 ? to / tn : 0.0);
+                qc_launch_dims dt;
+                memset(&dt, 0, sizeof dt);
+                if (mode == 0 && c->kft[0].fn) c->kft[0].k->launch_dims(&p, &dt);
+                if (dt.grid[0] > 0) {
+                    double tt = time_launch(c, &c->kft[0], a, m, n, k, &b, err, sizeof err) * 1e3;
+                    printf(" | %s %7.2f us %3.0f%% tma/old %.3fx", FT[0], tt, tt > 0 ? 100.0 * floor_us / tt : 0.0,
+                           tt > 0 ? to / tt : 0.0);
+                }
                 if (mode == 0 && c->kwg[0].fn) {
                     double tw = time_launch(c, &c->kwg[0], a, m, n, k, &b, err, sizeof err) * 1e3;
                     c->kwg[0].k->launch_dims(&p, &d);
@@ -319,6 +328,7 @@ int main(void) {
             kload(&c, NEW[i], &c.knew[i]);
             kload(&c, OLD[i], &c.kold[i]);
             if (i < 2 && c.sm == 90) kload(&c, WG[i], &c.kwg[i]);
+            if (i < 2 && c.sm == 90) kload(&c, FT[i], &c.kft[i]);
         }
         if (st == QC_OK) {
             double t0 = qc_now_seconds();
@@ -334,6 +344,14 @@ int main(void) {
                 for (size_t i = 0; i < 4; i++) case_check(&c, mode, ml[i], 4096, 4096);
                 case_check(&c, mode, 3, 128, 14336);
             }
+            /* fp8.gemv1_tma_* (m = 1, k % 512 == 0, k <= 6144): one stage a block (n = 16), rings that wrap up
+               to 55 stages a block (28672), a short last block, k from one run to the largest that fits */
+            static const int64_t ft_shapes[][2] = {{16, 512},    {48, 1024},   {272, 512},   {1008, 1536}, {2064, 3072},
+                                                   {16, 6144},   {6144, 4096}, {4096, 4096}, {16384, 6144},
+                                                   {28672, 4096}};
+            for (int mode = 0; mode < 2; mode++)
+                for (size_t s = 0; s < sizeof ft_shapes / sizeof ft_shapes[0]; s++)
+                    case_check_k(&c, &c.kft[mode], mode, 1, ft_shapes[s][0], ft_shapes[s][1]);
             /* every KS the override allows (the device reads it from blockDim) */
             const char *env0 = getenv("QC_FP8_GEMV_KS");
             char *saved = env0 ? strdup(env0) : NULL;

@@ -76,9 +76,9 @@ static void descriptors(qc_runtime *rt, const kinfo *ki) {
                 qc_problem p = prob(sm, m, shapes[i][0], shapes[i][1]);
                 const qc_kernel_desc *sel = NULL;
                 /* mxfp4.gemv1 at m = 1 with k % 1024 == 0 (narrowest M range; mxfp4.gemv1_tma instead on sm_90
-                 * for n >= 16384, k <= 5120), else mxfp4.gemv_frag_ps (registered first: faster than both others
+                 * for k <= 5120), else mxfp4.gemv_frag_ps (registered first: faster than both others
                  * on the H200), then mxfp4.gemv, mxfp4.gemv_frag */
-                const int tma = sm >= 90 && p.n >= 16384 && p.k <= 5120 && !getenv("QC_MXT") && !getenv("QC_MXT_MIN_N");
+                const int tma = sm >= 90 && p.k <= 5120 && !getenv("QC_MXT") && !getenv("QC_MXT_MIN_N");
                 const qc_kernel_desc *want = m == 1 && p.k % 1024 == 0
                                                  ? qc_kernel_find(rt, tma ? "mxfp4.gemv1_tma" : "mxfp4.gemv1")
                                                  : kp;
@@ -419,7 +419,7 @@ static void gemv1_checks(qc_runtime *rt) {
     setenv("QC_MXG", "off", 1);
     expect_refused(k, f, prob(90, 1, 4096, 4096), "off");
     const qc_kernel_desc *sel = NULL;
-    qc_problem po = prob(90, 1, 4096, 4096);
+    qc_problem po = prob(90, 1, 4096, 14336); /* down: mxfp4.gemv1_tma does not fit */
     CHECK(qc_select_format(rt, f, &po, 1, &sel, &why) && sel == qc_kernel_find(rt, "mxfp4.gemv_frag_ps"),
           "QC_MXG=off: m=1 chose %s", sel ? sel->id : why.text);
     if (saved) setenv("QC_MXG", saved, 1);
@@ -493,8 +493,10 @@ static void gemv1_tma_checks(qc_runtime *rt) {
               why.text);
     }
     expect_refused(k, f, prob(80, 1, 28672, 4096), "arch");
+    setenv("QC_MXT_MIN_N", "16384", 1);
     expect_refused(k, f, prob(90, 1, 4096, 4096), "n_range");
     expect_refused(k, f, prob(90, 1, 6144, 4096), "n_range");
+    unsetenv("QC_MXT_MIN_N");
     expect_refused(k, f, prob(90, 1, 28672, 6144), "shared_memory");
     expect_refused(k, f, prob(90, 1, 28672, 7168), "shared_memory");
     expect_refused(k, f, prob(90, 1, 28672, 14336), "shared_memory");

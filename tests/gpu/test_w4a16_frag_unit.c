@@ -160,9 +160,10 @@ static void descriptors1(qc_runtime *rt) {
     setenv("QC_W4G", "off", 1); /* the A/B switch */
     expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM), "off");
     restore_env("QC_W4G", saved);
-    /* batch-1 decode picks it (narrowest M range); K % 1024 != 0 falls back to the fragment GEMV */
+    /* batch-1 decode picks it (narrowest M range) where gemv1_tma does not fit (down); K % 1024 != 0 falls back to
+       the fragment GEMV */
     const qc_kernel_desc *sel = NULL;
-    qc_problem ps = prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM);
+    qc_problem ps = prob(1, 4096, 14336, 128, W4A16_SCHEME_SYM);
     CHECK(qc_select_format(rt, f, &ps, 1, &sel, &why) && sel && strcmp(sel->id, K1ID) == 0, "GPU m=1 sym chose %s",
           sel ? sel->id : why.text);
     ps = prob(1, 4096, 1152, 128, W4A16_SCHEME_SYM);
@@ -197,8 +198,8 @@ static void descriptors1(qc_runtime *rt) {
 }
 
 /* w4a16.gemv1_tma_sym: sm_90 and m = 1 only, gemv1's weight conditions, k up to 6144 (two blocks an SM of shared
- * memory), n >= 16384 unless QC_W4T_MIN_N says otherwise; the engine's pick at m = 1 (gate_up on sm_90, gemv1 on
- * sm_80 and for short layers); the plan. */
+ * memory), n >= QC_W4T_MIN_N when set; the engine's pick at m = 1 (qkv, o, gate_up on sm_90, gemv1 on sm_80 and for
+ * down); the plan. */
 static void descriptors_tma(qc_runtime *rt) {
     const qc_format_desc *f = qc_format_find(rt, "w4a16");
     const qc_kernel_desc *k = qc_kernel_find(rt, KTID);
@@ -224,8 +225,10 @@ static void descriptors_tma(qc_runtime *rt) {
     qc_problem p80 = prob(1, 28672, 4096, 128, W4A16_SCHEME_SYM);
     p80.sm = 80;
     expect_refused(k, f, p80, "arch");
+    setenv("QC_W4T_MIN_N", "16384", 1);
     expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM), "n_range");
     expect_refused(k, f, prob(1, 16376, 4096, 128, W4A16_SCHEME_SYM), "n_range");
+    unsetenv("QC_W4T_MIN_N");
     expect_refused(k, f, prob(1, 28672, 7168, 128, W4A16_SCHEME_SYM), "shared_memory");
     expect_refused(k, f, prob(1, 28672, 14336, 128, W4A16_SCHEME_SYM), "shared_memory");
     expect_refused(k, f, prob(1, 28672, 4096, 64, W4A16_SCHEME_SYM), "group");
@@ -235,19 +238,19 @@ static void descriptors_tma(qc_runtime *rt) {
     setenv("QC_W4T", "off", 1);
     expect_refused(k, f, prob(1, 28672, 4096, 128, W4A16_SCHEME_SYM), "off");
     unsetenv("QC_W4T");
-    setenv("QC_W4T_MIN_N", "8", 1); /* the tests' switch: short layers too */
-    qc_problem p8 = prob(1, 8, 1024, 128, W4A16_SCHEME_SYM);
-    CHECK(qc_select_kernel(k, f, &p8, 1, &why), "%s n=8 with QC_W4T_MIN_N=8 refused: %s", KTID, why.text);
-    setenv("QC_W4T_MIN_N", "junk", 1); /* ignored: the default stands */
-    expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM), "n_range");
+    qc_problem p8 = prob(1, 8, 1024, 128, W4A16_SCHEME_SYM); /* no row bound by default */
+    CHECK(qc_select_kernel(k, f, &p8, 1, &why), "%s n=8 refused: %s", KTID, why.text);
+    setenv("QC_W4T_MIN_N", "junk", 1); /* ignored: the default (none) stands */
+    qc_problem pj = prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM);
+    CHECK(qc_select_kernel(k, f, &pj, 1, &why), "%s with QC_W4T_MIN_N=junk refused: %s", KTID, why.text);
     unsetenv("QC_W4T_MIN_N");
-    /* the engine's pick at m = 1: gate_up takes it on sm_90, gemv1 on sm_80 and for o / qkv / down */
+    /* the engine's pick at m = 1: qkv, o and gate_up take it on sm_90, gemv1 on sm_80 and for down */
     static const struct {
         int64_t n, k;
         uint32_t sm;
         const char *want;
-    } picks[] = {{28672, 4096, 90, KTID}, {28672, 4096, 80, K1ID}, {4096, 4096, 90, K1ID},
-                 {6144, 4096, 90, K1ID},   {4096, 14336, 90, K1ID}};
+    } picks[] = {{28672, 4096, 90, KTID}, {28672, 4096, 80, K1ID}, {4096, 4096, 90, KTID},
+                 {6144, 4096, 90, KTID},   {4096, 14336, 90, K1ID}};
     for (size_t i = 0; i < sizeof picks / sizeof picks[0]; i++) {
         const qc_kernel_desc *sel = NULL;
         qc_problem ps = prob(1, picks[i].n, picks[i].k, 128, W4A16_SCHEME_SYM);
