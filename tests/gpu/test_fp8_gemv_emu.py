@@ -1,4 +1,4 @@
-# test_fp8_gemv_emu.py - plugins/fp8/cuda/gemv_mma.cu's index and fragment math replayed on the CPU, no GPU needed.
+# test_fp8_gemv_emu.py - plugins/fp8/cuda/gemv_mma.cu, gemv_wg.cu and gemv1_tma.cu: index and fragment math replayed on the CPU, no GPU needed.
 # A transcription (keep it in step with the kernel and with fp8_gemv_mma_ks in fp8_kernels.c): the host's KS rule,
 # each warp's chunk slice (contiguous, ceil(chunks / KS)), the unpredicated batches of U chunks (2 at m <= 8, 1 at
 # m > 8) and the one predicated batch for the rest (chunks past the slice and lanes past k load zeros), each lane's
@@ -348,10 +348,106 @@ cases += [
     (0, 9, 16, 208, 4, True),
     (1, 16, 32, 272, 8, True),
 ]
+
+
+# ---- cuda/gemv1_tma.cu (m = 1, sm_90): the block / stage partition, x's f16 layout in shared memory, the
+# diagonal mma.m16n8k16 f16 (PTX ISA fragments: A a0 row g cols 2t, 2t+1, a1 row g+8 same cols, a2 row g cols
+# 2t+8, 2t+9, a3 row g+8; B b0 k rows 2t, 2t+1 of column g, b1 k rows 2t+8, 2t+9; D c0, c1 row g cols 2t, 2t+1,
+# c2, c3 row g+8), the diagonal read-out (lane 4 g + g / 2, register g % 2 or 2 + g % 2) and the epilogue's
+# scales.  FT_BLOCKS is a parameter here so that blocks of many stages are replayed on small n.
+FT_R = 2
+
+
+def ft_rpb(n, blocks):
+    return ((n + blocks - 1) // blocks + FT_R - 1) // FT_R * FT_R
+
+
+def ft_x_smem(xq, k):
+    """The kernel's store loop: x's 16 bytes i (run c = i / 32, lane L = i % 32) in f16 pairs, bytes 0..7 to
+    uint4 64 c + L, bytes 8..15 to 64 c + 32 + L; a uint4 is 4 words, a word a pair (lo byte's value, hi's)."""
+    xh = {}
+    for i in range(k // 16):
+        c, L = i >> 5, i & 31
+        b = xq[16 * i:16 * i + 16]
+        xh[64 * c + L] = [(LUT[b[2 * j]], LUT[b[2 * j + 1]]) for j in range(4)]
+        xh[64 * c + 32 + L] = [(LUT[b[8 + 2 * j]], LUT[b[8 + 2 * j + 1]]) for j in range(4)]
+    return xh
+
+
+def ft_rows(W, xh, ra, rb, k, mutate=False):
+    """One warp's two rows (ra, rb) through the runs: returns the two diagonal sums as the kernel reads them."""
+    D = np.zeros((16, 8))
+    for c in range(k // 512):
+        A4 = [np.full((16, 16), np.nan) for _ in range(4)]
+        B4 = [np.full((16, 8), np.nan) for _ in range(4)]
+        for lane in range(32):
+            g, t = lane >> 2, lane & 3
+            P = W[ra, 512 * c + 16 * lane:512 * c + 16 * lane + 16]
+            Q = W[rb, 512 * c + 16 * lane:512 * c + 16 * lane + 16]
+            xw = xh[64 * c + lane] + xh[64 * c + 32 + lane]  # 8 words
+            for e in range(4):
+                lo_p, hi_p = (P[4 * e], P[4 * e + 1]), (P[4 * e + 2], P[4 * e + 3])
+                lo_q, hi_q = (Q[4 * e], Q[4 * e + 1]), (Q[4 * e + 2], Q[4 * e + 3])
+                for i in range(2):
+                    A4[e][g, 2 * t + i] = LUT[lo_p[i]]
+                    A4[e][g + 8, 2 * t + i] = LUT[lo_q[i]]
+                    A4[e][g, 2 * t + 8 + i] = LUT[hi_p[i]]
+                    A4[e][g + 8, 2 * t + 8 + i] = LUT[hi_q[i]]
+                    b0, b1 = (xw[2 * e + 1], xw[2 * e]) if mutate else (xw[2 * e], xw[2 * e + 1])
+                    B4[e][2 * t + i, g] = b0[i]
+                    B4[e][2 * t + 8 + i, g] = b1[i]
+        for e in range(4):
+            assert not np.isnan(A4[e]).any() and not np.isnan(B4[e]).any(), "a fragment element nobody holds"
+            D += A4[e] @ B4[e]
+    va = vb = 0.0
+    for lane in range(32):
+        g, t = lane >> 2, lane & 3
+        if t == g >> 1:
+            c0, c1, c2, c3 = D[g, 2 * t], D[g, 2 * t + 1], D[g + 8, 2 * t], D[g + 8, 2 * t + 1]
+            va += c1 if g & 1 else c0
+            vb += c3 if g & 1 else c2
+    return va, vb
+
+
+def ft_case(mode, n, k, blocks, mutate=False):
+    W, xq = codes((n, k)), codes((k,))
+    xs = rng.uniform(0.5, 2.0, size=1)
+    ws = rng.uniform(0.5, 2.0, size=1 if mode == 1 else n)
+    xh = ft_x_smem(xq, k)
+    y = np.full(n, np.nan)
+    rpb = ft_rpb(n, blocks)
+    grid = (n + rpb - 1) // rpb
+    for bx in range(grid):
+        r0 = bx * rpb
+        r1 = min(r0 + rpb, n)
+        for j in range((r1 - r0 + FT_R - 1) // FT_R):
+            row0 = r0 + FT_R * j
+            va, vb = ft_rows(W, xh, row0, row0 + 1 if row0 + 1 < n else row0, k, mutate)
+            assert np.isnan(y[row0]), "row %d stored twice" % row0
+            y[row0] = va * (xs[0] * (ws[0] if mode == 1 else ws[row0]))
+            if row0 + 1 < r1:
+                y[row0 + 1] = vb * (xs[0] * (ws[0] if mode == 1 else ws[row0 + 1]))
+    ref = (LUT[W] @ LUT[xq]) * xs[0] * (ws[0] if mode == 1 else ws)
+    mag = (np.abs(LUT[W]) @ np.abs(LUT[xq])) * xs[0] * (ws[0] if mode == 1 else ws)
+    err = np.abs(y - ref) / (mag * 1e-12 + 1e-300)
+    ok = not np.isnan(y).any() and float(err.max()) <= 1.0
+    if not mutate:
+        print("test_fp8_gemv_emu: gemv1_tma mode %d n=%d k=%d, %d blocks of %d rows: %s (max |d| / (1e-12 S) %.3g)" %
+              (mode, n, k, grid, rpb, "ok" if ok else "FAIL", float(np.nanmax(err)) if not np.isnan(y).all() else -1))
+    return ok
+
 if os.environ.get("QC_FP8_GEMV_EMU_QUICK"):
     cases = cases[:3]
 bad = 0
 for c in cases:
     bad += 0 if case(*c) else 1
-print("test_fp8_gemv_emu: %d of %d cases out of tolerance" % (bad, len(cases)))
+# gemv1_tma: one stage a block, blocks of 4 and 12 stages (few blocks), a short last block, k of 1 to 3 runs
+ft_cases = [(0, 16, 512, 264), (1, 48, 1024, 6), (0, 40, 1536, 2), (0, 34, 512, 3), (1, 16, 512, 1)]
+for c in ft_cases:
+    bad += 0 if ft_case(*c) else 1
+# the replay must catch a wrong fragment: B's two registers swapped
+if ft_case(0, 16, 512, 264, mutate=True):
+    print("test_fp8_gemv_emu: gemv1_tma: FAIL: a mutated B fragment was not caught")
+    bad += 1
+print("test_fp8_gemv_emu: %d of %d cases out of tolerance" % (bad, len(cases) + len(ft_cases) + 1))
 sys.exit(1 if bad else 0)
