@@ -20,12 +20,6 @@
 #define GV_U1 GV_U
 #endif
 
-__device__ __forceinline__ void qc_mma_f16(float *d, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ uint4 qc_ld_stream(const u8 *p) { /* weights are read once: don't keep them in L1 */
     uint4 v;
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"

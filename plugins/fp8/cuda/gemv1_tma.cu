@@ -43,34 +43,10 @@
 #error "the consumers read two rows a stage (FT_R 2); FT_NS a multiple of FT_W"
 #endif
 
-__device__ __forceinline__ unsigned ft_smem(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void ft_mbar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void ft_expect_tx(unsigned bar, unsigned bytes) {
-    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void ft_arrive(unsigned bar) {
-    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void ft_wait(unsigned bar, unsigned parity) {
-    unsigned done;
-    do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    } while (!done);
-}
 /* bytes from global to shared, completing on bar; the weights are read once: evict them first from L2 */
 __device__ __forceinline__ void ft_bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar, u64 pol) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
                  " [%0], [%1], %2, [%3], %4;\n" ::"r"(dst), "l"(src), "r"(bytes), "r"(bar), "l"(pol) : "memory");
-}
-__device__ __forceinline__ void ft_mma(float *d, u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                 "{%8, %9}, {%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 /* E4M3 pair -> f16x2 from the low / high half of a word (a half-register operand, no shift) */
@@ -105,9 +81,9 @@ extern "C" __global__ void __launch_bounds__(32 * (FT_W + 1), 2) QC_ENTRY(const 
     const int kk = (int)k, runs = kk / 512, stage = FT_R * kk, stages = (int)((r1 - r0 + FT_R - 1) / FT_R);
     uint4 *xh = (uint4 *)ft_sm; /* x in f16: 2 k bytes */
     unsigned char *ring = ft_sm + 2 * kk;
-    const unsigned rb = ft_smem(ring), full = rb + FT_NS * stage, empty = full + 8 * FT_NS;
+    const unsigned rb = qc_smem(ring), full = rb + FT_NS * stage, empty = full + 8 * FT_NS;
     if (threadIdx.x == 0) {
-        for (int i = 0; i < FT_NS; i++) ft_mbar_init(full + 8 * i, 1), ft_mbar_init(empty + 8 * i, 1);
+        for (int i = 0; i < FT_NS; i++) qc_mbar_init(full + 8 * i, 1), qc_mbar_init(empty + 8 * i, 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     __syncthreads();
@@ -119,8 +95,8 @@ extern "C" __global__ void __launch_bounds__(32 * (FT_W + 1), 2) QC_ENTRY(const 
             const int st = j % FT_NS;
             const long long row0 = r0 + (long long)FT_R * j;
             const int nr = r1 - row0 < FT_R ? (int)(r1 - row0) : FT_R;
-            ft_wait(empty + 8 * st, ((j / FT_NS) & 1) ^ 1); /* a fresh barrier passes parity 1 at once */
-            ft_expect_tx(full + 8 * st, (unsigned)(nr * kk));
+            qc_mbar_wait(empty + 8 * st, ((j / FT_NS) & 1) ^ 1); /* a fresh barrier passes parity 1 at once */
+            qc_mbar_expect_tx(full + 8 * st, (unsigned)(nr * kk));
             ft_bulk(rb + st * stage, w + row0 * k, (unsigned)(nr * kk), full + 8 * st, pol);
         }
         return;
@@ -140,7 +116,7 @@ extern "C" __global__ void __launch_bounds__(32 * (FT_W + 1), 2) QC_ENTRY(const 
     for (int j = warp; j < stages; j += FT_W) {
         const int st = j % FT_NS;
         const long long row0 = r0 + (long long)FT_R * j;
-        ft_wait(full + 8 * st, (j / FT_NS) & 1);
+        qc_mbar_wait(full + 8 * st, (j / FT_NS) & 1);
         const uint4 *pa = (const uint4 *)(ring + st * stage), *pb = (const uint4 *)(ring + st * stage + kk);
         float d[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll 4
@@ -150,10 +126,10 @@ extern "C" __global__ void __launch_bounds__(32 * (FT_W + 1), 2) QC_ENTRY(const 
             const u32 xw[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
             for (int e = 0; e < 4; e++)
-                ft_mma(d, ft_lo(pw[e]), ft_lo(qw[e]), ft_hi(pw[e]), ft_hi(qw[e]), xw[2 * e], xw[2 * e + 1]);
+                qc_mma_f16(d, ft_lo(pw[e]), ft_lo(qw[e]), ft_hi(pw[e]), ft_hi(qw[e]), xw[2 * e], xw[2 * e + 1]);
         }
         __syncwarp();
-        if (lane == 0) ft_arrive(empty + 8 * st); /* the stage's reads are done: the producer may refill it */
+        if (lane == 0) qc_mbar_arrive(empty + 8 * st); /* the stage's reads are done: the producer may refill it */
         float va = diag ? (odd ? d[1] : d[0]) : 0.f, vb = diag ? (odd ? d[3] : d[2]) : 0.f;
 #pragma unroll
         for (int o = 16; o >= 1; o >>= 1) {
