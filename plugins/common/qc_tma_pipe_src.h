@@ -14,6 +14,8 @@
  * qcp_arrive(bar)           one arrival
  * qcp_wait(bar, parity)     spin until the phase of that parity has completed
  * qcp_tma2d(dst, map, c0, c1, bar)  box at element coordinates (c0 inner, c1 rows), completing on bar
+ * qcp_bulk(dst, src, bytes, bar, pol)  contiguous bytes (a multiple of 16, 16-byte aligned) from global to shared,
+ *                           completing on bar, with an L2 cache policy (createpolicy)
  * qcp_cp16 / qcp_cp4        cp.async of 16 (L2 only) / 4 bytes
  * qcp_cp_arrive(bar)        one arrival once this thread's cp.asyncs so far have landed (counted in the init count)
  * qcp_bar_sync(id)          named barrier of 256 threads; qcp_bar_n(id, n) of n
@@ -47,6 +49,12 @@
     "    asm volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes\"\n" \
     "                 \" [%0], [%1, {%2, %3}], [%4];\\n\"\n" \
     "                 ::\"r\"(dst), \"l\"((unsigned long long)map), \"r\"(c0), \"r\"(c1), \"r\"(bar) : \"memory\");\n" \
+    "}\n" \
+    "__device__ __forceinline__ void qcp_bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar,\n" \
+    "                                         unsigned long long pol) {\n" \
+    "    asm volatile(\"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint\"\n" \
+    "                 \" [%0], [%1], %2, [%3], %4;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(bytes), \"r\"(bar), \"l\"(pol)\n" \
+    "                 : \"memory\");\n" \
     "}\n" \
     "__device__ __forceinline__ void qcp_cp16(unsigned dst, const void *src) {\n" \
     "    asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\\n\" ::\"r\"(dst), \"l\"(src) : \"memory\");\n" \

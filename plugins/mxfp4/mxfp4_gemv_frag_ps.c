@@ -1,4 +1,5 @@
 /* mxfp4_gemv_frag_ps.c - the mxfp4 decode GEMV for m 5..16: w4a16.gemv_frag_sym's plan with the block scale folded into the A fragments (no per-block promotion). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -548,12 +549,6 @@ static const char MXT_SRC[] = "#define MXP_GEMV1\n#define MXP_QSTEP 512\n#define
     "#define MXT_W " MXT_STR(MXT_W) "\n"
     "#define MXT_NS " MXT_STR(MXT_NS) "\n"
     "#define MXT_BLOCKS " MXT_STR(MXT_BLOCKS) "\n"
-    "__device__ __forceinline__ void mxt_bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar,\n"
-    "                                         unsigned long long pol) {\n"
-    "    asm volatile(\"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint\"\n"
-    "                 \" [%0], [%1], %2, [%3], %4;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(bytes), \"r\"(bar), \"l\"(pol)\n"
-    "                 : \"memory\");\n"
-    "}\n"
     "extern \"C\" __global__ void __launch_bounds__(32 * (MXT_W + 1), 2) qc_mxfp4_gemv1_tma(const u16 *x, const u8 *q,\n"
     "        const u8 *sc, float *y, ll m, ll n, ll k) {\n"
     "#ifndef MXT_TRIGGER /* PDL: 0 dependents launch when it ends, 1 when its blocks are done, 2 at the start */\n"
@@ -595,8 +590,8 @@ static const char MXT_SRC[] = "#define MXP_GEMV1\n#define MXP_QSTEP 512\n#define
     "            const int nr = r1 - row0 < 4 ? (int)(r1 - row0) : 4;\n"
     "            qcp_wait(empty + 8 * st, ((j / MXT_NS) & 1) ^ 1);\n"
     "            qcp_expect_tx(full + 8 * st, (unsigned)(nr * (rowb + sbr)));\n"
-    "            mxt_bulk(rb + st * stage, q + row0 * rowb, (unsigned)(nr * rowb), full + 8 * st, pol);\n"
-    "            mxt_bulk(rb + st * stage + cb, sc + row0 * sbr, (unsigned)(nr * sbr), full + 8 * st, pol);\n"
+    "            qcp_bulk(rb + st * stage, q + row0 * rowb, (unsigned)(nr * rowb), full + 8 * st, pol);\n"
+    "            qcp_bulk(rb + st * stage + cb, sc + row0 * sbr, (unsigned)(nr * sbr), full + 8 * st, pol);\n"
     "        }\n"
     "        return;\n"
     "    }\n"
@@ -662,7 +657,7 @@ static void mxt_dims(const qc_problem *p, qc_launch_dims *d) {
 
 static int mxt_eligible(const qc_problem *p, qc_reason *why) {
     static const char id[] = "mxfp4.gemv1_tma";
-    const char *off = getenv("QC_MXT"), *en = getenv("QC_MXT_MIN_N");
+    const char *off = getenv("QC_MXT");
     if (off && strcmp(off, "off") == 0) {
         mxfp4_why(why, "off", "%s is switched off (QC_MXT=off)", id);
         return 0;
@@ -679,14 +674,9 @@ static int mxt_eligible(const qc_problem *p, qc_reason *why) {
                   MXT_SMEM_MAX);
         return 0;
     }
-    long long min_n = MXT_MIN_N;
-    if (en) {
-        char *end = NULL;
-        long long v = strtoll(en, &end, 10);
-        if (end != en && *end == 0 && v >= 1) min_n = v;
-    }
+    const int min_n = qc_env_int("mxfp4", "QC_MXT_MIN_N", 1, INT_MAX, MXT_MIN_N);
     if (p->n < min_n) {
-        mxfp4_why(why, "n_range", "%s: n = %lld is below QC_MXT_MIN_N = %lld", id, (long long)p->n, min_n);
+        mxfp4_why(why, "n_range", "%s: n = %lld is below QC_MXT_MIN_N = %d", id, (long long)p->n, min_n);
         return 0;
     }
     return 1;

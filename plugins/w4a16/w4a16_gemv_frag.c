@@ -663,12 +663,6 @@ static int w4g_el_sym(const qc_problem *p, qc_reason *why) {
     "#ifndef W4T_TRIGGER /* PDL: 0 dependents launch when it ends, 1 when its blocks are done, 2 at the start */\n" \
     "#define W4T_TRIGGER 0\n"                                                                                     \
     "#endif\n"                                                                                                    \
-    "__device__ __forceinline__ void w4t_bulk(unsigned dst, const void *src, unsigned bytes, unsigned bar,\n"      \
-    "                                         unsigned long long pol) {\n" \
-    "    asm volatile(\"cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint\"\n"      \
-    "                 \" [%0], [%1], %2, [%3], %4;\\n\" ::\"r\"(dst), \"l\"(src), \"r\"(bytes), \"r\"(bar), \"l\"(pol)\n" \
-    "                 : \"memory\");\n"                                                                             \
-    "}\n"                                                                                                         \
     "extern \"C\" __global__ void __launch_bounds__(32 * (W4T_W + 1), 2) qc_w4t_gemv1_sym(const u16 *x, const u8 *q,\n" \
     "        const u16 *sc, float *y, ll m, ll n, ll k, ll gs) {\n"                                               \
     "    extern __shared__ __align__(128) unsigned char w4t_sm[];\n"                                             \
@@ -701,8 +695,8 @@ static int w4g_el_sym(const qc_problem *p, qc_reason *why) {
     "            const int nr = r1 - row0 < 4 ? (int)(r1 - row0) : 4;\n"                                          \
     "            qcp_wait(empty + 8 * st, ((j / W4T_NS) & 1) ^ 1);\n"                                             \
     "            qcp_expect_tx(full + 8 * st, (unsigned)(nr * (rowb + 2 * ng)));\n"                              \
-    "            w4t_bulk(rb + st * stage, q + row0 * rowb, (unsigned)(nr * rowb), full + 8 * st, pol);\n"        \
-    "            w4t_bulk(rb + st * stage + cb, sc + row0 * ng, (unsigned)(nr * ng * 2), full + 8 * st, pol);\n" \
+    "            qcp_bulk(rb + st * stage, q + row0 * rowb, (unsigned)(nr * rowb), full + 8 * st, pol);\n"        \
+    "            qcp_bulk(rb + st * stage + cb, sc + row0 * ng, (unsigned)(nr * ng * 2), full + 8 * st, pol);\n" \
     "        }\n"                                                                                                 \
     "        return;\n"                                                                                           \
     "    }\n"                                                                                                     \

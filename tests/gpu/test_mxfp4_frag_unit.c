@@ -469,7 +469,7 @@ static void gemv1_checks(qc_runtime *rt) {
     nv_rm_rf(tmp);
 }
 
-/* mxfp4.gemv1_tma (sm_90, m = 1, k % 1024, n >= 16384, k <= 5120): descriptor, refusals, the plan, the engine's pick,
+/* mxfp4.gemv1_tma (sm_90, m = 1, k % 1024, k <= 5120, n >= QC_MXT_MIN_N when set): descriptor, refusals, the plan, the engine's pick,
  * the reference (mxfp4.gemv's), the sm_90a build */
 static void gemv1_tma_checks(qc_runtime *rt) {
     const char *ID = "mxfp4.gemv1_tma";
