@@ -173,9 +173,13 @@ static void quant_dims(const qc_problem *p, qc_launch_dims *d) { dims_1d(d, p->m
 /* The tile width of the wgmma kernels, as the device code computes it (keep in step with qc_wg_bn in
  * cuda/wgmma.cu): 192, 160 or 128 columns, whichever fills its last wave best.  Every mode promotes
  * each 128-K stage into f32 registers, so a thread holds two BN/2-register sets: 256 does not fit. */
-static void fp8_wgmma_plan(int64_t m, int64_t n, int *bn, int *stages, uint32_t *smem_bytes, int64_t *tiles) {
+/* paired: fp8.gemm_*_wgmma_pair, cuda/wgmma.cu built with FP8_CLUSTER=2 (clusters of two blocks on row-tile pairs
+ * that share W), whose walk rounds the row tiles up to pairs */
+static void fp8_wgmma_plan(int64_t m, int64_t n, int paired, int *bn, int *stages, uint32_t *smem_bytes,
+                           int64_t *tiles) {
     static const int bns[3] = {192, 160, 128}, eff[3] = {100, 96, 90}, sts[3] = {5, 6, 6};
     int64_t tm = m > 0 ? cdiv(m, WG_BM) : 0, best = -1;
+    if (paired) tm = (tm + 1) & ~(int64_t)1;
     int pick = 0;
     for (int i = 0; i < 3; i++) {
         int64_t tn = n > 0 ? cdiv(n, bns[i]) : 0, waves = cdiv(tm * tn, WG_SMS);
@@ -206,14 +210,20 @@ static uint64_t wgmma_workspace(const qc_problem *p) {
     (void)p;
     return FP8_WORK_BYTES;
 }
-static void wgmma_dims(const qc_problem *p, qc_launch_dims *d) {
+/* the most blocks of the pair builds (QC_FP8_PAIR_GRID, even, for A/B runs): a persistent grid must fit the GPU at
+ * once, and clusters of two may not fill every SM */
+static int g_fp8_pair_grid = WG_SMS;
+static void wgmma_dims_of(const qc_problem *p, int paired, qc_launch_dims *d) {
     int bn, st;
     uint32_t smem;
     int64_t tiles;
-    fp8_wgmma_plan(p->m, p->n, &bn, &st, &smem, &tiles);
-    dims_1d(d, tiles < WG_SMS ? tiles : WG_SMS, 384, smem);
+    fp8_wgmma_plan(p->m, p->n, paired, &bn, &st, &smem, &tiles);
+    const int64_t cap = paired ? g_fp8_pair_grid : WG_SMS;
+    dims_1d(d, tiles < cap ? tiles : cap, 384, smem); /* paired: tiles and the cap are even, whole clusters */
     d->grid[1] = (uint32_t)fp8_wgmma_splits(tiles, p->k);
 }
+static void wgmma_dims(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_of(p, 0, d); }
+static void wgmma_pair_dims(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_of(p, 1, d); }
 
 /* 16 output columns per block of 8 warps */
 static void gemv_dims(const qc_problem *p, qc_launch_dims *d) {
@@ -325,6 +335,19 @@ static int n_ok(const qc_problem *p, const char *id, qc_reason *why) {
 ELIG(elig_wg_channel, w8a8_scheme_ok, MODE_CHANNEL, "fp8.gemm_channel_wgmma")
 ELIG(elig_wg_tensor, w8a8_scheme_ok, MODE_TENSOR, "fp8.gemm_tensor_wgmma")
 ELIG(elig_wg_block, w8a8_scheme_ok, MODE_BLOCK, "fp8.gemm_block_wgmma")
+/* fp8.gemm_*_wgmma_pair: the same, when QC_FP8_PAIR=on.  Off by default: on the H200 it ran 17-22% slower than
+ * the unpaired GEMM (session 17, docs/perf.md), so it is kept for A/B runs, not picked. */
+static int pair_ok(int mode, const qc_problem *p, const char *id, qc_reason *why) {
+    const char *on = getenv("QC_FP8_PAIR");
+    if (!on || strcmp(on, "on") != 0) {
+        reason(why, "off", "%s is off unless QC_FP8_PAIR=on (slower than the unpaired GEMM on the H200)", id);
+        return 0;
+    }
+    return w8a8_scheme_ok(mode, p, id, why);
+}
+ELIG(elig_wgp_channel, pair_ok, MODE_CHANNEL, "fp8.gemm_channel_wgmma_pair")
+ELIG(elig_wgp_tensor, pair_ok, MODE_TENSOR, "fp8.gemm_tensor_wgmma_pair")
+ELIG(elig_wgp_block, pair_ok, MODE_BLOCK, "fp8.gemm_block_wgmma_pair")
 ELIG(elig_gv_channel, w8a8_scheme_ok, MODE_CHANNEL, "fp8.gemv_channel")
 ELIG(elig_gv_tensor, w8a8_scheme_ok, MODE_TENSOR, "fp8.gemv_tensor")
 ELIG(elig_gv_block, w8a8_scheme_ok, MODE_BLOCK, "fp8.gemv_block")
@@ -442,6 +465,9 @@ static const char *const OPT_TOKEN[] = {"-DFP8_QUANT_TOKEN", NULL};
 static const char *const OPT_STATIC[] = {"-DFP8_QUANT_STATIC", NULL};
 static const char *const OPT_GROUP[] = {"-DFP8_QUANT_GROUP", NULL};
 static const char *const OPT_MODE[3][1 + 1] = {{"-DFP8_MODE=0", NULL}, {"-DFP8_MODE=1", NULL}, {"-DFP8_MODE=2", NULL}};
+static const char *const OPT_PAIR[3][2 + 1] = {{"-DFP8_MODE=0", "-DFP8_CLUSTER=2", NULL},
+                                               {"-DFP8_MODE=1", "-DFP8_CLUSTER=2", NULL},
+                                               {"-DFP8_MODE=2", "-DFP8_CLUSTER=2", NULL}};
 static const char *const OPT_W16[3][2 + 1] = {{"-DFP8_W8A16", "-DFP8_MODE=0", NULL},
                                                {"-DFP8_W8A16", "-DFP8_MODE=1", NULL},
                                                {"-DFP8_W8A16", "-DFP8_MODE=2", NULL}};
@@ -494,6 +520,17 @@ static const kspec g_kernels[] = {
      GV_ROWS, P_W8A8, NP(P_W8A8), FN(channel_ref), gemv_wg_dims, elig_gw_channel, 0, NULL},
     {"fp8.gemv_wg_tensor", "qc_fp8_gemv_wg_tensor", FP8_SRC_GEMV_WG, OPT_MODE[1], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
      GV_ROWS, P_W8A8, NP(P_W8A8), FN(tensor_ref), gemv_wg_dims, elig_gw_tensor, 0, NULL},
+    /* two row tiles and up (m > 128, a higher m_min than the GEMMs below, so the engine takes them there when they
+       are switched on): pairs of row tiles in clusters of two blocks that copy W once a pair (TMA multicast) */
+    {"fp8.gemm_channel_wgmma_pair", "qc_fp8_gemm_channel_wgmma", FP8_SRC_WGMMA, OPT_PAIR[0], {90, 90}, QC_PHASE_ANY,
+     WG_BM + 1, (1ll << 31) - 2 * WG_BM, P_W8A8_WG, NP(P_W8A8_WG), FN(channel_wg_ref), wgmma_pair_dims,
+     elig_wgp_channel, 1, NULL},
+    {"fp8.gemm_tensor_wgmma_pair", "qc_fp8_gemm_tensor_wgmma", FP8_SRC_WGMMA, OPT_PAIR[1], {90, 90}, QC_PHASE_ANY,
+     WG_BM + 1, (1ll << 31) - 2 * WG_BM, P_W8A8_WG, NP(P_W8A8_WG), FN(tensor_wg_ref), wgmma_pair_dims,
+     elig_wgp_tensor, 1, NULL},
+    {"fp8.gemm_block_wgmma_pair", "qc_fp8_gemm_block_wgmma", FP8_SRC_WGMMA, OPT_PAIR[2], {90, 90}, QC_PHASE_ANY,
+     WG_BM + 1, (1ll << 31) - 2 * WG_BM, P_W8A8_WG, NP(P_W8A8_WG), FN(block_wg_ref), wgmma_pair_dims,
+     elig_wgp_block, 1, NULL},
     {"fp8.gemm_channel_wgmma", "qc_fp8_gemm_channel_wgmma", FP8_SRC_WGMMA, OPT_MODE[0], {90, 90}, QC_PHASE_ANY,
      GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8_WG, NP(P_W8A8_WG), FN(channel_wg_ref), wgmma_dims, elig_wg_channel, 1, NULL},
     {"fp8.gemm_tensor_wgmma", "qc_fp8_gemm_tensor_wgmma", FP8_SRC_WGMMA, OPT_MODE[1], {90, 90}, QC_PHASE_ANY,
@@ -545,17 +582,26 @@ static void read_extra_opts(int family) {
     static const char *const env[X_FAMILIES] = {"QC_FP8_WGMMA_OPTS", "QC_FP8_GEMV_OPTS"};
     g_xn[family] = qc_env_defines("fp8", env[family], g_xbuf[family], X_OPTS);
 }
-/* a kernel's NVRTC options: its FP8_MODE option (opts is one of OPT_MODE), then its family's extra ones */
+/* a kernel's NVRTC options: its FP8_MODE option (opts is one of OPT_MODE or OPT_PAIR), the pair builds' cluster
+ * option, then its family's extra ones */
+static const char *g_xopts_pair[3][3 + X_OPTS];
 static const char *const *with_extra_opts(int family, const char *const *opts) {
-    int mode = 0;
-    while (mode < 2 && opts != OPT_MODE[mode]) mode++;
-    if (g_xn[family] == 0 || opts != OPT_MODE[mode]) return opts;
-    return qc_env_option_list(opts[0], g_xbuf[family], g_xn[family], g_xopts[family][mode]);
+    for (int mode = 0; mode < 3; mode++) {
+        if (g_xn[family] > 0 && opts == OPT_MODE[mode])
+            return qc_env_option_list(opts[0], g_xbuf[family], g_xn[family], g_xopts[family][mode]);
+        if (g_xn[family] > 0 && opts == OPT_PAIR[mode]) {
+            g_xopts_pair[mode][0] = opts[0];
+            qc_env_option_list(opts[1], g_xbuf[family], g_xn[family], g_xopts_pair[mode] + 1);
+            return g_xopts_pair[mode];
+        }
+    }
+    return opts;
 }
 
 qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
     const size_t n = sizeof g_kernels / sizeof g_kernels[0];
     g_fp8_split_max = qc_env_int("fp8", "QC_FP8_SPLIT", 1, FP8_SPLIT_MAX, FP8_SPLIT_MAX);
+    g_fp8_pair_grid = qc_env_int("fp8", "QC_FP8_PAIR_GRID", 2, WG_SMS, WG_SMS) & ~1;
     read_extra_opts(X_WGMMA);
     read_extra_opts(X_GEMV);
     for (size_t j = 0; j < 3 * n; j++) { /* three passes, each in table order */

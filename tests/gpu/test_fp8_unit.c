@@ -24,7 +24,8 @@ static const struct {
     {"fp8.gemv_block", {89, 90, 0}},        {"fp8.gemm_channel_mma", {89, 90, 0}},
     {"fp8.gemm_tensor_mma", {89, 90, 0}},   {"fp8.gemm_block_mma", {89, 90, 0}},
     {"fp8.w8a16_channel", {80, 86, 90}},    {"fp8.w8a16_tensor", {80, 0, 0}},
-    {"fp8.w8a16_block", {80, 0, 0}},
+    {"fp8.w8a16_block", {80, 0, 0}},        {"fp8.gemm_channel_wgmma_pair", {90, 0, 0}},
+    {"fp8.gemm_tensor_wgmma_pair", {90, 0, 0}}, {"fp8.gemm_block_wgmma_pair", {90, 0, 0}},
 };
 #define N_KERNELS (sizeof KERNELS / sizeof KERNELS[0])
 
@@ -113,6 +114,48 @@ static void descriptors(qc_runtime *rt) {
                       (long long)shapes[s][1], d.grid[1], want[s]);
             }
         }
+    /* the pair builds: m > 128 only; whole clusters (an even grid), row tiles counted in pairs (an odd count gets an
+       empty partner), otherwise the plan of the unpaired GEMM */
+    const qc_kernel_desc *kp = qc_kernel_find(rt, "fp8.gemm_channel_wgmma_pair");
+    CHECK(kp && kp->m_min == 129, "fp8.gemm_channel_wgmma_pair: m_min %lld", kp ? (long long)kp->m_min : -1ll);
+    for (size_t s = 0; kp && s < 4; s++)
+        for (size_t i = 1; i < sizeof ms / sizeof ms[0]; i++) {
+            qc_problem p = prob(90, ms[i], shapes[s][0], shapes[s][1], 2);
+            qc_launch_dims d;
+            kp->launch_dims(&p, &d);
+            const int64_t tm = (ms[i] + 127) / 128, pairs = (tm + 1) / 2;
+            CHECK(d.grid[0] % 2 == 0 && d.grid[0] <= 132 && d.block[0] == 384, "pair dims m=%lld n=%lld: grid %u",
+                  (long long)ms[i], (long long)shapes[s][0], d.grid[0]);
+            CHECK(d.grid[1] == 1 || (uint64_t)2 * pairs * 2 <= 132 || d.grid[0] * d.grid[1] <= 132,
+                  "pair split m=%lld: grid %u x %u", (long long)ms[i], d.grid[0], d.grid[1]);
+        }
+    if (kp) { /* m = 200: 2 row tiles, qkv: 48 column tiles of 128 -> 96 tiles in one wave, unsplit */
+        qc_problem p = prob(90, 200, 6144, 4096, 2);
+        qc_launch_dims d;
+        kp->launch_dims(&p, &d);
+        CHECK(d.grid[0] == 96 && d.grid[1] == 1, "pair m=200 qkv: grid %u x %u, want 96 x 1", d.grid[0], d.grid[1]);
+        p = prob(90, 1000, 4096, 4096, 2); /* 8 row tiles */
+        kp->launch_dims(&p, &d);
+        CHECK(d.grid[0] == 132 && d.grid[1] == 1, "pair m=1000 o: grid %u x %u", d.grid[0], d.grid[1]);
+        p = prob(90, 300, 4096, 4096, 2); /* 3 row tiles -> 2 pairs x 32 column tiles of 128: 128 tiles */
+        kp->launch_dims(&p, &d);
+        CHECK(d.grid[0] == 128 && d.grid[1] == 1, "pair m=300 o: grid %u x %u, want 128 x 1", d.grid[0], d.grid[1]);
+        qc_reason why; /* off unless switched on (slower on the H200, session 17) */
+        CHECK(!kp->eligible(&p, &why) && strcmp(why.code, "off") == 0, "QC_FP8_PAIR unset: %s", why.code);
+        setenv("QC_FP8_PAIR", "on", 1);
+        CHECK(kp->eligible(&p, &why), "QC_FP8_PAIR=on: pair not eligible: %s", why.text);
+        /* switched on, the engine's rule (the higher m_min) picks it above 128 rows and the unpaired GEMM below */
+        const qc_format_desc *f = qc_format_find(rt, "fp8");
+        const qc_kernel_desc *sel = NULL;
+        qc_problem q = prob(90, 129, 4096, 4096, 2);
+        CHECK(f && qc_select_format(rt, f, &q, 1, &sel, &why) && sel && strcmp(sel->id, kp->id) == 0,
+              "QC_FP8_PAIR=on m=129: got %s", sel ? sel->id : "none");
+        q = prob(90, 128, 4096, 4096, 2);
+        sel = NULL;
+        CHECK(f && qc_select_format(rt, f, &q, 1, &sel, &why) && sel && strcmp(sel->id, "fp8.gemm_channel_wgmma") == 0,
+              "QC_FP8_PAIR=on m=128: got %s", sel ? sel->id : "none");
+        unsetenv("QC_FP8_PAIR");
+    }
     const qc_kernel_desc *gv = qc_kernel_find(rt, "fp8.gemv_channel");
     if (gv) {
         CHECK(gv->m_max == 16, "gemv m_max %lld", (long long)gv->m_max);

@@ -129,18 +129,19 @@ enum { S_CHANNEL, S_BLOCK, S_CHANNEL_STATIC, S_TENSOR_STATIC, S_N };
 static const struct {
     const char *name, *quant, *gemv, *wgmma, *mma, *w16;
     int id;
+    const char *pair; /* the wgmma GEMM in clusters of two blocks (m > 128) */
 } SCH[S_N] = {
     {"channel", "fp8.quant_act_token", "fp8.gemv_channel", "fp8.gemm_channel_wgmma", "fp8.gemm_channel_mma",
-     "fp8.w8a16_channel", 2},
+     "fp8.w8a16_channel", 2, "fp8.gemm_channel_wgmma_pair"},
     {"block", "fp8.quant_act_group", "fp8.gemv_block", "fp8.gemm_block_wgmma", "fp8.gemm_block_mma", "fp8.w8a16_block",
-     3},
+     3, "fp8.gemm_block_wgmma_pair"},
     {"channel_static", "fp8.quant_act_static", "fp8.gemv_channel", "fp8.gemm_channel_wgmma", "fp8.gemm_channel_mma",
-     NULL, 5},
+     NULL, 5, "fp8.gemm_channel_wgmma_pair"},
     {"tensor_static", "fp8.quant_act_static", "fp8.gemv_tensor", "fp8.gemm_tensor_wgmma", "fp8.gemm_tensor_mma",
-     "fp8.w8a16_tensor", 4},
+     "fp8.w8a16_tensor", 4, "fp8.gemm_tensor_wgmma_pair"},
 };
 typedef struct skern {
-    kern quant, gemv, wgmma, mma, w16;
+    kern quant, gemv, wgmma, mma, w16, pair;
     int ok;
 } skern;
 
@@ -302,8 +303,9 @@ static void case_check(ctx *c, skern *sk, int s, int64_t m, int64_t n, int64_t k
             call_ref(sk->w16.k, a, 9);
         }
     }
-    const kern *gemms[4] = {m <= 16 ? &sk->gemv : NULL, c->sm == 90 ? &sk->wgmma : NULL, &sk->mma, &sk->w16};
-    for (int gi = 0; gi < 4; gi++) {
+    const kern *gemms[5] = {m <= 16 ? &sk->gemv : NULL, c->sm == 90 ? &sk->wgmma : NULL, &sk->mma, &sk->w16,
+                            c->sm == 90 && m > 128 ? &sk->pair : NULL};
+    for (int gi = 0; gi < 5; gi++) {
         const kern *kn = gemms[gi];
         if (!kn || !kn->fn) continue;
         snprintf(label, sizeof label, "%s m=%lld n=%lld k=%lld%s", kn->k->id, (long long)m, (long long)n, (long long)k,
@@ -462,7 +464,7 @@ static void timings(ctx *c, skern *sk) {
             for (int s = 0; s < 2; s++) { /* channel, block */
                 const int sc = s == 0 ? S_CHANNEL : S_BLOCK;
                 const skern *K = &sk[sc];
-                const kern *g = m <= 16 ? &K->gemv : &K->wgmma;
+                const kern *g = m <= 16 ? &K->gemv : m > 128 && K->pair.fn ? &K->pair : &K->wgmma;
                 if (!K->ok || !g->fn || !K->quant.fn) continue;
                 st = qc_gpu_memset32(c->g, b.y.ptr, GT_POISON, (size_t)(m * n), err, sizeof err);
                 if (st == QC_OK) st = launch(c, &K->quant, a, 9, m, n, k, err, sizeof err);
@@ -530,6 +532,7 @@ int main(void) {
                 sk[s].ok = w8a8 ? kload(&c, SCH[s].quant, &sk[s].quant, 0) : 1;
                 if (w8a8) kload(&c, SCH[s].gemv, &sk[s].gemv, 0);
                 if (w8a8 && c.sm == 90) kload(&c, SCH[s].wgmma, &sk[s].wgmma, 0);
+                if (w8a8 && c.sm == 90) kload(&c, SCH[s].pair, &sk[s].pair, 0);
                 if (w8a8) kload(&c, SCH[s].mma, &sk[s].mma, 0);
                 /* the W8A16 path, meant for sm_80-88, is built for this device too so that its code runs here */
                 if (SCH[s].w16) kload(&c, SCH[s].w16, &sk[s].w16, 1);

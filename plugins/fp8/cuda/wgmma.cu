@@ -65,6 +65,21 @@
 #ifndef FP8_SCALE_AHEAD
 #define FP8_SCALE_AHEAD 1
 #endif
+/*   FP8_CLUSTER 2 (the host adds it when QC_FP8_CLUSTER=2): blocks run in clusters of two on two row tiles of the
+ *     same columns (virtual tile t = 2 pair + rank: tm = 2 tm_pair + rank); each block copies half of the W boxes
+ *     and multicasts them into both blocks' rings, so the L2 sends each W stage once a pair.  Why: at 128-192
+ *     column tiles the persistent kernel reads 32-40 KB a stage from L2 for 2-3 MFLOP, about 12-15 TB/s at the
+ *     tensor cores' peak, above what the L2 delivers (the o shape ran at 47% of peak, 128-column tiles).  A slot's
+ *     empty barrier then counts both blocks' consumer warps (each arrives on its own and on its partner's), so
+ *     neither block multicasts into a slot its partner still reads; a row tile past m computes on zero rows and
+ *     stores nothing (its partner still needs its copies); a cluster barrier after the barriers' init and before
+ *     exit keeps remote arrivals and copies inside both blocks' lifetimes.  1 (default): no clusters. */
+#ifndef FP8_CLUSTER
+#define FP8_CLUSTER 1
+#endif
+#if FP8_CLUSTER != 1 && FP8_CLUSTER != 2
+#error "FP8_CLUSTER: 1 or 2"
+#endif
 #define WG_SMS 132
 #define WG_BM 128
 #define WG_BK 128 /* K elements (= bytes) per stage */
@@ -79,6 +94,7 @@
 __device__ __forceinline__ int qc_wg_bn(long long m, long long n) {
     const int bns[3] = {192, 160, 128}, eff[3] = {100, 96, 90};
     long long tm = (m + WG_BM - 1) / WG_BM, best = -1;
+    if (FP8_CLUSTER == 2) tm = (tm + 1) & ~1ll; /* row tiles go in pairs */
     int pick = 192;
     for (int i = 0; i < 3; i++) {
         long long tn = (n + bns[i] - 1) / bns[i], waves = (tm * tn + WG_SMS - 1) / WG_SMS;
@@ -116,6 +132,49 @@ __device__ __forceinline__ void qc_wg_tile(long long t, long long tiles_m, long 
     *tm = first_m + in_g % gsz;
     *tn = in_g / gsz;
 }
+/* the tiles a grid walks: with clusters, pairs of row tiles (an odd last one gets an empty partner: the host
+   registers this build for m > 128 only) */
+__device__ __forceinline__ long long qc_wg_tiles(long long tiles_m, long long tiles_n) {
+    return FP8_CLUSTER == 2 ? 2 * ((tiles_m + 1) >> 1) * tiles_n : tiles_m * tiles_n;
+}
+/* tile t of the walk; with clusters t = 2 pair + rank (blockIdx.x % 2 is the rank in a 2 x 1 x 1 cluster, and the
+   grid strides by an even gridDim.x, so both blocks of a cluster walk the same pairs in step) */
+__device__ __forceinline__ void qc_wg_tile_of(long long t, long long tiles_m, long long tiles_n, long long *tm,
+                                              long long *tn) {
+#if FP8_CLUSTER == 2
+    long long pm;
+    qc_wg_tile(t >> 1, (tiles_m + 1) >> 1, tiles_n, &pm, tn);
+    *tm = 2 * pm + (t & 1);
+#else
+    qc_wg_tile(t, tiles_m, tiles_n, tm, tn);
+#endif
+}
+#if FP8_CLUSTER == 2
+/* W box copied once, landing at the same shared-memory offset in both blocks of the cluster, each block's barrier
+   at `bar` counting its bytes */
+__device__ __forceinline__ void qc_tma2d_mc(unsigned dst, const QcTmap *map, int c0, int c1, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst), "l"((u64)map), "r"(c0), "r"(c1), "r"(bar),
+                 "h"((unsigned short)3) : "memory");
+}
+__device__ __forceinline__ unsigned qc_cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+/* arrive on the barrier at the same offset in the partner block (its rank read here, not kept in a register
+   across the consumers' loop, which has none to spare).  The default semantics (release at CTA scope), as
+   CUTLASS's ClusterBarrier: what the arrival publishes is that the tensor cores' reads of the stage are done, which
+   the wgmma wait already guarantees; .release.cluster adds a fence on the consumers' path every stage. */
+__device__ __forceinline__ void qc_mbar_arrive_peer(unsigned bar) {
+    asm volatile("{\n.reg .b32 ra, rk;\nmov.u32 rk, %%cluster_ctarank;\nxor.b32 rk, rk, 1;\n"
+                 "mapa.shared::cluster.u32 ra, %0, rk;\n"
+                 "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void qc_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+#endif
 
 #if FP8_MODE == 2
 /* tot += acc * scale for the 8-column chunks [J0, J1) of this thread's accumulators (4 values each:
@@ -143,15 +202,20 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
     const unsigned base = (qc_smem(smem) + 1023u) & ~1023u; /* the 128-byte swizzle repeats every 1024 B */
     const unsigned full = qc_smem(bars), empty = full + 8 * ST;
     const int tid = threadIdx.x, wg = tid >> 7;
+    const long long tiles_m = (m + WG_BM - 1) / WG_BM, tiles_n = (n + BN - 1) / BN;
+    const long long tiles = qc_wg_tiles(tiles_m, tiles_n);
     if (tid == 0) {
         for (int s = 0; s < ST; s++) {
             qc_mbar_init(full + 8 * s, 1);  /* the producer's arrive.expect_tx, then the TMA bytes */
-            qc_mbar_init(empty + 8 * s, 8); /* one arrival per consumer warp */
+            qc_mbar_init(empty + 8 * s, 8 * FP8_CLUSTER); /* one arrival per consumer warp (of both blocks) */
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
+#if FP8_CLUSTER == 2
+    qc_cluster_sync(); /* the partner's barriers are initialized before anything arrives on them */
+#else
     __syncthreads();
-    const long long tiles_m = (m + WG_BM - 1) / WG_BM, tiles_n = (n + BN - 1) / BN, tiles = tiles_m * tiles_n;
+#endif
     const int kt_n = (int)((k + WG_BK - 1) / WG_BK); /* a ragged last stage reads zeros past k */
     /* split-K (gridDim.y > 1 and a workspace): this block's stages [kt_b, kt_e) of every tile it takes */
     const int nsp = work ? (int)gridDim.y : 1, spl = work ? (int)blockIdx.y : 0;
@@ -165,7 +229,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             unsigned ph = 0;
             for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
                 long long tm, tn;
-                qc_wg_tile(t, tiles_m, tiles_n, &tm, &tn);
+                qc_wg_tile_of(t, tiles_m, tiles_n, &tm, &tn);
                 const int row0 = (int)(tm * WG_BM), col0 = (int)(tn * BN);
                 const long long left = n - col0;
                 const int nb = left >= BN ? BN / WG_BOX_ROWS : (int)((left + WG_BOX_ROWS - 1) / WG_BOX_ROWS);
@@ -175,8 +239,13 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                     const unsigned fb = full + 8 * s, sa = base + s * STAGE, sb = sa + WG_A_BYTES;
                     qc_mbar_expect_tx(fb, bytes);
                     qc_tma2d(sa, tmx, kt * WG_BK, row0, fb);
+#if FP8_CLUSTER == 2
+                    for (int b = (int)qc_cluster_rank(); b < nb; b += 2) /* the partner copies the other half */
+                        qc_tma2d_mc(sb + b * WG_BOX_B_BYTES, tmw, kt * WG_BK, col0 + WG_BOX_ROWS * b, fb);
+#else
                     for (int b = 0; b < nb; b++)
                         qc_tma2d(sb + b * WG_BOX_B_BYTES, tmw, kt * WG_BK, col0 + WG_BOX_ROWS * b, fb);
+#endif
                     if (++s == ST) { s = 0; ph ^= 1u; }
                 }
             }
@@ -232,7 +301,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
         for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
         for (long long t = blockIdx.x; t < tiles; t += gridDim.x, parity ^= 1) {
             long long tm, tn;
-            qc_wg_tile(t, tiles_m, tiles_n, &tm, &tn);
+            qc_wg_tile_of(t, tiles_m, tiles_n, &tm, &tn);
 #if FP8_MODE == 0
             /* The tile's BN column scales go to shared memory by cp.async now and are waited for only in
                the epilogue: loaded there, they put one or two L2 round trips (under the mainloop's load)
@@ -280,8 +349,12 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 }
                 qc_wg_wait<0>();
                 if (lane == 0) /* the group's stages are read: the producer may refill them */
-                    for (int j = 0, sj = s; j <= (kt - kt_b) % FP8_P; j++, sj = sj > 0 ? sj - 1 : ST - 1)
+                    for (int j = 0, sj = s; j <= (kt - kt_b) % FP8_P; j++, sj = sj > 0 ? sj - 1 : ST - 1) {
                         qc_mbar_arrive(empty + 8 * sj);
+#if FP8_CLUSTER == 2
+                        qc_mbar_arrive_peer(empty + 8 * sj);
+#endif
+                    }
 #pragma unroll
                 for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
 #if FP8_MODE == 2
@@ -366,6 +439,9 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
         }
     }
+#if FP8_CLUSTER == 2
+    qc_cluster_sync(); /* the partner's last arrivals on this block's barriers have landed */
+#endif
 }
 
 #if FP8_MODE == 0
@@ -376,7 +452,12 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #define QC_ENTRY qc_fp8_gemm_block_wgmma
 #endif
 /* xq and w are read only through their tensor maps (built by the host from the same pointers) */
-extern "C" __global__ void __launch_bounds__(384, 1) QC_ENTRY(const u8 *xq, const float *xs, const u8 *w,
+#if FP8_CLUSTER == 2
+#define QC_FP8_CLUSTER_ATTR __cluster_dims__(2, 1, 1)
+#else
+#define QC_FP8_CLUSTER_ATTR
+#endif
+extern "C" __global__ void __launch_bounds__(384, 1) QC_FP8_CLUSTER_ATTR QC_ENTRY(const u8 *xq, const float *xs, const u8 *w,
                                                               const float *ws, float *y, long long m, long long n,
                                                               long long k, float *work,
                                                               const __grid_constant__ QcTmap tmx,
