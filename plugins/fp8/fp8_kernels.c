@@ -175,9 +175,13 @@ static void quant_dims(const qc_problem *p, qc_launch_dims *d) { dims_1d(d, p->m
  * each 128-K stage into f32 registers, so a thread holds two BN/2-register sets: 256 does not fit. */
 /* paired: fp8.gemm_*_wgmma_pair, cuda/wgmma.cu built with FP8_CLUSTER=2 (clusters of two blocks on row-tile pairs
  * that share W), whose walk rounds the row tiles up to pairs */
+/* a tile width's speed weight in the plan (192, 160, 128 columns); QC_FP8_BN_EFF="a,b,c" replaces them, for the
+ * host plan and, as -DFP8_EFF192/160/128, the device's (e.g. "0,0,1" forces 128-column tiles) */
+static int g_fp8_eff[3] = {100, 96, 90};
 static void fp8_wgmma_plan(int64_t m, int64_t n, int paired, int *bn, int *stages, uint32_t *smem_bytes,
                            int64_t *tiles) {
-    static const int bns[3] = {192, 160, 128}, eff[3] = {100, 96, 90}, sts[3] = {5, 6, 6};
+    static const int bns[3] = {192, 160, 128}, sts[3] = {5, 6, 6};
+    const int *eff = g_fp8_eff;
     int64_t tm = m > 0 ? cdiv(m, WG_BM) : 0, best = -1;
     if (paired) tm = (tm + 1) & ~(int64_t)1;
     int pick = 0;
@@ -582,6 +586,25 @@ static void read_extra_opts(int family) {
     static const char *const env[X_FAMILIES] = {"QC_FP8_WGMMA_OPTS", "QC_FP8_GEMV_OPTS"};
     g_xn[family] = qc_env_defines("fp8", env[family], g_xbuf[family], X_OPTS);
 }
+/* QC_FP8_BN_EFF="a,b,c" (integers 0..1000, not all 0): the plan's tile-width weights, here and in the device's copy
+ * of the plan (three more wgmma build options, in place of the last extra ones when those are full) */
+static void read_bn_eff(void) {
+    const char *e = getenv("QC_FP8_BN_EFF");
+    int v[3];
+    char tail;
+    if (!e) return;
+    if (sscanf(e, "%d,%d,%d%c", &v[0], &v[1], &v[2], &tail) != 3 || v[0] < 0 || v[1] < 0 || v[2] < 0 || v[0] > 1000 ||
+        v[1] > 1000 || v[2] > 1000 || v[0] + v[1] + v[2] == 0) {
+        fprintf(stderr, "fp8: QC_FP8_BN_EFF: ignoring '%s' (want three integers 0..1000, not all 0, e.g. 100,96,90)\n", e);
+        return;
+    }
+    static const char *const names[3] = {"FP8_EFF192", "FP8_EFF160", "FP8_EFF128"};
+    for (int i = 0; i < 3; i++) {
+        g_fp8_eff[i] = v[i];
+        if (g_xn[X_WGMMA] == X_OPTS) g_xn[X_WGMMA]--;
+        snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, "-D%s=%d", names[i], v[i]);
+    }
+}
 /* a kernel's NVRTC options: its FP8_MODE option (opts is one of OPT_MODE or OPT_PAIR), the pair builds' cluster
  * option, then its family's extra ones */
 static const char *g_xopts_pair[3][3 + X_OPTS];
@@ -603,6 +626,7 @@ qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
     g_fp8_split_max = qc_env_int("fp8", "QC_FP8_SPLIT", 1, FP8_SPLIT_MAX, FP8_SPLIT_MAX);
     g_fp8_pair_grid = qc_env_int("fp8", "QC_FP8_PAIR_GRID", 2, WG_SMS, WG_SMS) & ~1;
     read_extra_opts(X_WGMMA);
+    read_bn_eff();
     read_extra_opts(X_GEMV);
     for (size_t j = 0; j < 3 * n; j++) { /* three passes, each in table order */
         const kspec *s = &g_kernels[j % n];

@@ -464,7 +464,7 @@ static void timings(ctx *c, skern *sk) {
             for (int s = 0; s < 2; s++) { /* channel, block */
                 const int sc = s == 0 ? S_CHANNEL : S_BLOCK;
                 const skern *K = &sk[sc];
-                const kern *g = m <= 16 ? &K->gemv : m > 128 && K->pair.fn ? &K->pair : &K->wgmma;
+                const kern *g = m <= 16 ? &K->gemv : &K->wgmma; /* the engine's pick (the pair builds are opt-in) */
                 if (!K->ok || !g->fn || !K->quant.fn) continue;
                 st = qc_gpu_memset32(c->g, b.y.ptr, GT_POISON, (size_t)(m * n), err, sizeof err);
                 if (st == QC_OK) st = launch(c, &K->quant, a, 9, m, n, k, err, sizeof err);

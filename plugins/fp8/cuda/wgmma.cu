@@ -77,6 +77,15 @@
 #ifndef FP8_CLUSTER
 #define FP8_CLUSTER 1
 #endif
+/*   Diagnosis only (wrong results; QC_FP8_WGMMA_OPTS): FP8_SKIP_MMA=1 issues no wgmma (the ring, barriers and
+ *     promotion run as they are); FP8_SKIP_EPI=1 stores no y (the stores stay in the code behind a test on k that
+ *     fails at run time, so that the promotion they consume is not optimized away). */
+#ifndef FP8_SKIP_MMA
+#define FP8_SKIP_MMA 0
+#endif
+#ifndef FP8_SKIP_EPI
+#define FP8_SKIP_EPI 0
+#endif
 #if FP8_CLUSTER != 1 && FP8_CLUSTER != 2
 #error "FP8_CLUSTER: 1 or 2"
 #endif
@@ -90,9 +99,19 @@
 #define WG_SW 192 /* column scales per buffer: the widest tile */
 
 /* tile width: the one whose waves of WG_SMS tiles carry the most useful columns, weighted by how fast
-   a tile of that width runs; keep in step with fp8_wgmma_plan in fp8_kernels.c */
+   a tile of that width runs (FP8_EFF192 / 160 / 128, the host's QC_FP8_BN_EFF when set); keep in step with
+   fp8_wgmma_plan in fp8_kernels.c */
+#ifndef FP8_EFF192
+#define FP8_EFF192 100
+#endif
+#ifndef FP8_EFF160
+#define FP8_EFF160 96
+#endif
+#ifndef FP8_EFF128
+#define FP8_EFF128 90
+#endif
 __device__ __forceinline__ int qc_wg_bn(long long m, long long n) {
-    const int bns[3] = {192, 160, 128}, eff[3] = {100, 96, 90};
+    const int bns[3] = {192, 160, 128}, eff[3] = {FP8_EFF192, FP8_EFF160, FP8_EFF128};
     long long tm = (m + WG_BM - 1) / WG_BM, best = -1;
     if (FP8_CLUSTER == 2) tm = (tm + 1) & ~1ll; /* row tiles go in pairs */
     int pick = 192;
@@ -287,7 +306,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             const unsigned la = la0 + st_ * (STAGE >> 4), lb = lb0 + st_ * (STAGE >> 4);
             qc_wg_fence();
 #pragma unroll
-            for (int kk = 0; kk < WG_BK / 32; kk++)
+            for (int kk = 0; kk < WG_BK / 32 && !FP8_SKIP_MMA; kk++)
                 qc_wgmma<BN>(acc, qc_desc_of(la + 2 * kk), qc_desc_of(lb + 2 * kk), kk > 0 || !first);
 #endif
             qc_wg_commit();
@@ -418,7 +437,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #pragma unroll
             for (int j = 0; j < BN / 8; j++) {
                 const long long cn = cb + 8 * j;
-                if (store && cn < n) {
+                if (store && cn < n && (!FP8_SKIP_EPI || k < 0)) {
 #if FP8_MODE == 2
                     if (r0 < m) *(float2 *)(y0 + cn) = make_float2(tot[4 * j], tot[4 * j + 1]);
                     if (r1 < m) *(float2 *)(y1 + cn) = make_float2(tot[4 * j + 2], tot[4 * j + 3]);
@@ -435,6 +454,11 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #endif
                 }
             }
+            /* The next tile's first stage, issued before the epilogue, is waited for here, where the epilogue has
+               given it time to finish: with it still in flight across the loop's back edge (the next tile's index
+               arithmetic), ptxas injected that wait itself, in a divergent path in the tensor and block builds,
+               and then serialized every wgmma of the kernel (C7518; the pair builds: C7512, registers). */
+            qc_wg_wait<0>();
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
         }
