@@ -10,7 +10,10 @@
 # are not loaded, the descriptors (decoded back into the stage rows and k32 slice they address), `issued` (the next
 # tile's first stage issued before the epilogue), the per-warp empty arrivals, the promotion every FP8_P stages, the
 # block mode's scales one stage ahead, the K range [kt_b, kt_e) of each split, the slots, counters and the last
-# arriver's sum in split order, the epilogue's scale products and masked stores into a NaN-poisoned y.  wgmma itself
+# arriver's sum in split order, the epilogue's scale products and masked stores into a NaN-poisoned y, the wgmma wait
+# after the epilogue; and the pair builds (FP8_CLUSTER=2): row-tile pairs on clusters of two blocks, each block's half
+# of the w boxes multicast into both rings (two boxes in flight, landing independently), empty barriers of 16
+# arrivals fed by both blocks' consumer warps, the cluster barrier before exit (an arrival on an exited block fails).  wgmma itself
 # is a plain matrix product here: each k32 step exact in float64, rounded to f32, handed to the threads through the
 # m64nNk32 accumulator layout; it reads its stage when issued and the stage is checked unchanged at the wait.  Not
 # modelled: the tensor cores' shorter accumulator inside a stage, threads of one warpgroup running apart (a warpgroup
@@ -54,23 +57,27 @@ TOL = 1e-5  # see check(): the model's own f32 roundings, not the tensor cores' 
 
 
 # ---- host side: fp8_kernels.c and qc_split_k.h --------------------------------------------------------------------
-def fp8_wgmma_plan(m, n):  # its tables: bns, eff, sts
-    return rp.wg_plan(m, n, (192, 160, 128), (100, 96, 90), (5, 6, 6))
+def pair_rows(m):  # the pair builds (FP8_CLUSTER=2) plan and walk row tiles in pairs: m as if rounded up to them
+    return 2 * cdiv(cdiv(m, WG_BM), 2) * WG_BM if m > 0 else m
+
+
+def fp8_wgmma_plan(m, n, pair=False):  # its tables: bns, eff, sts
+    return rp.wg_plan(pair_rows(m) if pair else m, n, (192, 160, 128), (100, 96, 90), (5, 6, 6))
 
 
 def fp8_wgmma_splits(tiles, k):
     return qc_split_k_ways(tiles, cdiv(k, WG_BK) if k > 0 else 0, WG_SMS, 4, FP8_SPLIT_MAX)
 
 
-def wgmma_dims(m, n, k):
-    bn, st, smem, tiles = fp8_wgmma_plan(m, n)
-    grid_x = min(tiles, WG_SMS)  # dims_1d (tiles < 65535 * 32 here)
+def wgmma_dims(m, n, k, pair=False):  # wgmma_dims / wgmma_pair_dims
+    bn, st, smem, tiles = fp8_wgmma_plan(m, n, pair)
+    grid_x = min(tiles, WG_SMS)  # dims_1d (tiles < 65535 * 32 here; paired, tiles and WG_SMS are even)
     return grid_x, fp8_wgmma_splits(tiles, k), smem
 
 
 # ---- device helpers: wgmma.cu ---------------------------------------------------------------------------------------
-def qc_wg_bn(m, n):  # its tables: bns, eff
-    return rp.qc_wg_bn(m, n, (192, 160, 128), (100, 96, 90))
+def qc_wg_bn(m, n, pair=False):  # its tables: bns, eff
+    return rp.qc_wg_bn(pair_rows(m) if pair else m, n, (192, 160, 128), (100, 96, 90))
 
 
 def qc_desc_lo(addr):
@@ -161,7 +168,10 @@ class Block:
         # qc_fp8_gemm's prologue (tid 0, then __syncthreads)
         self.base = (DYN0 + 1023) & ~1023
         self.full = [MBar("full[%d]" % s, 1, L.ready) for s in range(L.ST)]
-        self.empty = [MBar("empty[%d]" % s, 4 if 'empty4' in L.mut else 8, L.ready) for s in range(L.ST)]
+        # 8 * FP8_CLUSTER: each consumer warp of both blocks of a pair arrives on its own and its partner's
+        ne = (4 if 'empty4' in L.mut else 8) * (1 if not L.pair or 'empty8p' in L.mut else 2)
+        self.empty = [MBar("empty[%d]" % s, ne, L.ready) for s in range(L.ST)]
+        self.rank, self.partner, self.exited = bx & 1, None, False  # %cluster_ctarank; the other block (simulate)
         self.sa = [None] * L.ST  # the x box a stage holds: ('x', c0, c1), None = never written
         self.sb = [[None] * (L.BN // WG_BOX_ROWS) for _ in range(L.ST)]  # its w boxes
         self.sws = [np.full(WG_SW, np.nan, f32) for _ in range(4)]  # stale shared memory
@@ -180,11 +190,13 @@ class Block:
 
 # ---- the kernel -----------------------------------------------------------------------------------------------------------
 class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
-    def __init__(self, D, grid_x, grid_y, ST=None, P=1, ahead=1, mut=frozenset()):
+    def __init__(self, D, grid_x, grid_y, ST=None, P=1, ahead=1, mut=frozenset(), pair=False):
         self.D, self.mode, self.m, self.n, self.k = D, D.mode, D.m, D.n, D.k
-        self.grid_x, self.grid_y, self.mut = grid_x, grid_y, mut
+        self.grid_x, self.grid_y, self.mut, self.pair = grid_x, grid_y, mut, pair
+        if pair and grid_x % 2:
+            raise ValueError("the pair builds run whole clusters of two: an even grid")
         self.work = True
-        self.BN = qc_wg_bn(self.m, self.n)  # the entry's switch
+        self.BN = qc_wg_bn(self.m, self.n, pair)  # the entry's switch
         self.ST = ST if ST is not None else FP8_ST[self.BN]
         if not (2 <= self.ST <= FP8_ST[self.BN]):
             raise ValueError("FP8_ST*: 2 up to the stages the host sizes shared memory for")
@@ -192,16 +204,33 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
         self.ahead = ahead  # FP8_SCALE_AHEAD
         self.STAGE = WG_A_BYTES + self.BN * WG_BK
         self.tiles_m, self.tiles_n = cdiv(self.m, WG_BM), cdiv(self.n, self.BN)
-        self.tiles = self.tiles_m * self.tiles_n
+        # qc_wg_tiles: with clusters, pairs of row tiles (an odd last one gets an empty partner past m)
+        self.tiles = (2 * cdiv(self.tiles_m, 2) if pair else self.tiles_m) * self.tiles_n
         self.kt_n = cdiv(self.k, WG_BK)
         self.y = np.full(self.m * self.n, np.nan, f32)
         self.writes = np.zeros(self.m * self.n, np.int64)
         self.cnt = np.zeros(512, np.int64)  # work's first 2048 bytes: the counters (int)
         self.wk = np.full(FP8_WORK_BYTES // 4, np.nan, f32)  # the same buffer as floats (slots from word 512)
         self.copies, self.errors, self.blocks, self.ready = [], [], [], []
-        self.smem_bytes = fp8_wgmma_plan(self.m, self.n)[2]
+        self.smem_bytes = fp8_wgmma_plan(self.m, self.n, pair)[2]
         self.stage_cache = {}
 
+    def tile_of(self, t):  # qc_wg_tile_of
+        if not self.pair:
+            return qc_wg_tile(t, self.tiles_m, self.tiles_n)
+        pm, tn = qc_wg_tile(t >> 1, cdiv(self.tiles_m, 2), self.tiles_n)
+        if 2 * pm + 1 >= self.tiles_m and (t & 1):
+            COV.add("pair: a row tile past m")
+        return 2 * pm + (t & 1), tn
+
+    def walk(self, bx):  # for (t = blockIdx.x; t < tiles; t += gridDim.x)
+        t = bx
+        while t < self.tiles:
+            yield (t,) + self.tile_of(t)
+            t += self.grid_x
+
+    def cluster_sync(self, B, who):  # barrier.cluster.arrive.release + wait.acquire: both blocks' 6 actors
+        yield ('n', B.csync)
     # -- memory --
     def store(self, idx, val, mask):
         if val.dtype != f32:
@@ -237,6 +266,8 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
             slot, nbytes = b, WG_BOX_ROWS * WG_BK
         if dst + nbytes > DYN0 + self.smem_bytes:
             raise Fault("%s TMA past the %d bytes of dynamic shared memory the host sizes" % (B.name, self.smem_bytes))
+        if B.exited:
+            raise Fault("%s: a TMA box issued into it after it exited" % B.name)
         self.copies.append(TmaBox(B, st, slot, (which, c0, c1), B.full[bar], nbytes))
 
     def stage_rows(self, B, st):
@@ -311,7 +342,7 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
     def producer(self, B):
         BN, ST, mut = self.BN, self.ST, self.mut
         s, ph = 0, 0
-        for t, tm, tn in tile_walk(B.bx, self.grid_x, self.tiles_m, self.tiles_n):
+        for t, tm, tn in self.walk(B.bx):
             row0, col0 = tm * WG_BM, tn * BN
             left = self.n - col0
             nb = BN // WG_BOX_ROWS if left >= BN else (left + (0 if 'nb' in mut else WG_BOX_ROWS - 1)) // WG_BOX_ROWS
@@ -324,14 +355,22 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
                 sb = sa + WG_A_BYTES
                 B.full[fb].arrive_expect_tx(nbytes)
                 self.tma2d(B, sa, 'x', kt * WG_BK, row0, fb)
-                for b in range(nb):
-                    self.tma2d(B, sb + b * WG_BOX_B_BYTES, 'w', kt * WG_BK, col0 + WG_BOX_ROWS * b, fb)
+                if self.pair:  # half the w boxes, each multicast: the same offset and barrier in both blocks
+                    for b in range(B.rank, nb, 2):
+                        for dst in ((B,) if 'mc_self' in mut else (B, B.partner)):
+                            self.tma2d(dst, sb + b * WG_BOX_B_BYTES, 'w', kt * WG_BK, col0 + WG_BOX_ROWS * b, fb)
+                    COV.add("pair: multicast stage")
+                else:
+                    for b in range(nb):
+                        self.tma2d(B, sb + b * WG_BOX_B_BYTES, 'w', kt * WG_BK, col0 + WG_BOX_ROWS * b, fb)
                 B.filled += 1
                 s += 1
                 if s == ST:
                     s, ph = 0, ph ^ 1
                     COV.add("ring wrap ST %d" % ST)
                 yield None
+        if self.pair and 'no_csync' not in mut:
+            yield from self.cluster_sync(B, "%s producer" % B.name)
 
     # -- warpgroups 1 and 2 --
     def consumer(self, B, c):
@@ -362,13 +401,13 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
                     st_['ph'] ^= 1
 
         def expect_of(t_, kt):  # the emulator's own bookkeeping: what the stage it waits on must hold
-            tm_, tn_ = qc_wg_tile(t_, self.tiles_m, self.tiles_n)
+            tm_, tn_ = self.tile_of(t_)
             left = n - tn_ * BN
             return tm_ * WG_BM, tn_ * BN, kt, BN // WG_BOX_ROWS if left >= BN else cdiv(left, WG_BOX_ROWS)
 
         issued = False
         tot = np.zeros((128, NI), f32)
-        for t, tm, tn in tile_walk(B.bx, self.grid_x, self.tiles_m, self.tiles_n):
+        for t, tm, tn in self.walk(B.bx):
             if mode == 0:  # the tile's column scales by cp.async, waited for in the epilogue
                 swi = c * 2 + parity
                 ci = TI
@@ -414,6 +453,10 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
                     j, sj = 0, st_['s']
                     while j <= (0 if 'release' in mut else (kt - kt_b) % P):
                         B.empty[sj].arrive()
+                        if self.pair and 'no_peer' not in mut:  # qc_mbar_arrive_peer
+                            if B.partner.exited:
+                                raise Fault("%s arrives on %s, which has exited" % (who, B.partner.name))
+                            B.partner.empty[sj].arrive()
                         j, sj = j + 1, sj - 1 if sj > 0 else ST - 1
                 yield None
                 if 'early' in mut:
@@ -493,13 +536,34 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
             self.store(y0[:, None] + cn + 1, v01, ok & (r0c < m))
             self.store(y1[:, None] + cn, v10, ok & (r1c < m))
             self.store(y1[:, None] + cn + 1, v11, ok & (r1c < m))
+            self.wg_wait0(B, R, who)  # the next tile's first stage, waited for after the epilogue (session 17)
             tot = np.zeros((128, NI), f32)
             parity ^= 1
         if R['async'] is not None or R['reads']:
             self.err("%s exits with a wgmma group in flight" % who)
+        if self.pair and 'no_csync' not in mut:
+            yield from self.cluster_sync(B, who)
 
 
 # ---- the scheduler ----------------------------------------------------------------------------------------------------------
+class ClusterBar:
+    """barrier.cluster.arrive + wait of a cluster of two: every thread of both blocks, here their 6 actors."""
+    __slots__ = ('name', 'arrived', 'waiters', 'ready', 'blocks')
+
+    def __init__(self, name, ready, blocks):
+        self.name, self.arrived, self.waiters, self.ready, self.blocks = name, 0, [], ready, blocks
+
+    def arrive(self, actor):
+        self.arrived += 1
+        if self.arrived == 6:
+            self.arrived = 0
+            self.ready.extend(self.waiters)
+            self.waiters = []
+            return True
+        self.waiters.append(actor)
+        return False
+
+
 POLICIES = ("eager", "lazy", "starve", "random")
 
 
@@ -512,17 +576,29 @@ def simulate(L, policy, seed):
     for by in range(L.grid_y):
         if by > 0 and (not L.work or L.k <= 0):
             continue
-        for bx in range(L.grid_x):
-            B = Block(L, bx, by)
+        row = [Block(L, bx, by) for bx in range(L.grid_x)]
+        if L.pair:  # clusters of two along x: blocks 2c and 2c + 1; one cluster barrier for both blocks' actors
+            for c in range(0, L.grid_x, 2):
+                row[c].partner, row[c + 1].partner = row[c + 1], row[c]
+                row[c].csync = row[c + 1].csync = ClusterBar("cluster (%d,%d)" % (c // 2, by), ready,
+                                                             (row[c], row[c + 1]))
+        for B in row:
             L.blocks.append(B)
-            actors.append(Actor(B.name + " producer", L.producer(B), 'p'))
-            actors.append(Actor(B.name + " consumer 0", L.consumer(B, 0), 'c0'))
-            actors.append(Actor(B.name + " consumer 1", L.consumer(B, 1), 'c1'))
+
+            def gen(g, B=B):  # the block exits when all three of its actors are done
+                yield from g
+                B.done_actors += 1
+                if B.done_actors == 3:
+                    B.exited = True
+            B.done_actors = 0
+            actors.append(Actor(B.name + " producer", gen(L.producer(B)), 'p'))
+            actors.append(Actor(B.name + " consumer 0", gen(L.consumer(B, 0)), 'c0'))
+            actors.append(Actor(B.name + " consumer 1", gen(L.consumer(B, 1)), 'c1'))
     ready.extend(actors)
     starved = 'c1' if seed & 1 else 'c0'
     rp.run_actors(actors, ready, [L.copies], policy, seed, 5000000, held=lambda a: a.role == starved,
                   blocked=lambda a: "%s (phase %d, %d arrivals and %d bytes pending)" %
-                  (a.what, a.bar.phase, a.bar.pending, a.bar.tx))
+                  (a.what, a.bar.phase, a.bar.pending, a.bar.tx) if a.bar is not None else a.what)
 
 
 def check(L):
@@ -552,16 +628,16 @@ def check(L):
 
 
 def run_case(mode, m, n, k, grid_x=None, grid_y=None, ST=None, P=1, ahead=1, mut=frozenset(), policies=POLICIES,
-             seed=0, D=None):
+             seed=0, D=None, pair=False):
     """One problem under several interleavings: (errors, description, worst |d|/S)."""
-    hx, hy, _ = wgmma_dims(m, n, k)
+    hx, hy, _ = wgmma_dims(m, n, k, pair)
     gx, gy = grid_x or hx, grid_y or hy
     D = D or Data(mode, m, n, k, seed)
     worst, last = 0.0, None
 
     def launch():
         nonlocal last
-        last = Launch(D, gx, gy, ST, P, ahead, mut)
+        last = Launch(D, gx, gy, ST, P, ahead, mut, pair)
         return last
 
     def checked(L):  # check's errors, keeping the worst |d|/S
@@ -570,8 +646,9 @@ def run_case(mode, m, n, k, grid_x=None, grid_y=None, ST=None, P=1, ahead=1, mut
         worst = max(worst, w)
         return e
     errs = rp.replay(policies, seed, launch, simulate, checked, " (the split sum's order moved?)")
-    desc = "%-7s m=%4d n=%4d k=%4d BN %d ST %d P %d%s grid %dx%d" % (
-        ["channel", "tensor", "block"][mode], m, n, k, last.BN, last.ST, last.P, "" if ahead else " ahead 0", gx, gy)
+    desc = "%-7s m=%4d n=%4d k=%4d BN %d ST %d P %d%s%s grid %dx%d" % (
+        ["channel", "tensor", "block"][mode], m, n, k, last.BN, last.ST, last.P, "" if ahead else " ahead 0",
+        " pair" if pair else "", gx, gy)
     return errs, desc, worst
 
 
@@ -588,6 +665,18 @@ def host_checks():
             if qc_wg_bn(m, n) != fp8_wgmma_plan(m, n)[0]:
                 probs.append("qc_wg_bn(%d, %d) = %d, fp8_wgmma_plan says %d" % (m, n, qc_wg_bn(m, n), fp8_wgmma_plan(m, n)[0]))
     report(not probs, "qc_wg_bn (device) equals fp8_wgmma_plan (host): %s" % (probs[:2] or "over m 1..16384, n 16..28672"))
+    probs = []  # the pair builds: the same with row tiles in pairs; whole clusters; the split rule on the pairs' tiles
+    for m in (129, 200, 300, 385, 1000, 1024, 1100, 2047, 4096):
+        for n in (16, 144, 400, 1040, 4096, 6144, 14336, 28672):
+            for k in (16, 400, 4096):
+                bn, st, smem, tiles = fp8_wgmma_plan(m, n, True)
+                gx, gy, _ = wgmma_dims(m, n, k, True)
+                if qc_wg_bn(m, n, True) != bn:
+                    probs.append("pair qc_wg_bn(%d, %d) = %d, plan %d" % (m, n, qc_wg_bn(m, n, True), bn))
+                if tiles % 2 or gx % 2 or gx > WG_SMS or (gy > 1 and (gx != tiles or 2 * tiles > 512)):
+                    probs.append("pair m=%d n=%d k=%d: %d tiles on %d x %d blocks" % (m, n, k, tiles, gx, gy))
+    report(not probs, "pair builds: device width = host plan, even grids, splits only on one tile a block: %s" %
+           (probs[:2] or "m 129..4096 x n x k"))
     # the launch the host plans: shared memory, workspace, split K ranges
     probs = []
     for m in (17, 64, 100, 129, 256, 300, 512, 700, 1024, 2048, 4096, 8192):
@@ -683,6 +772,14 @@ group("forced grid / split", [
     (0, 300, 144, 1040, dict(grid_x=1, grid_y=4)),    # every tile in one block row
     (1, 64, 1040, 528, dict(grid_x=7, grid_y=2)),
 ])
+# fp8.gemm_*_wgmma_pair (FP8_CLUSTER=2): clusters of two on row-tile pairs, w boxes multicast into both rings
+group("pair builds (clusters of two)", [
+    (0, 300, 400, 400, dict(pair=True)),                # 3 row tiles: the last pair's second tile is past m
+    (2, 129, 1040, 272, dict(pair=True, grid_x=4)),     # several pairs a cluster, block scales
+    (1, 1100, 1808, 144, dict(pair=True, grid_x=6)),    # BN 160, 9 row tiles (5 pairs), partial last column tile
+    (0, 256, 608, 1040, dict(pair=True, grid_y=2)),     # split 2 (every pair's K in two)
+    (2, 300, 144, 656, dict(pair=True, ST=2, grid_x=2)),  # the shallowest ring, one cluster
+])
 group("build options (ST, PROMOTE, AHEAD)", [
     (0, 129, 400, 1040, dict(ST=2)),
     (2, 300, 144, 656, dict(ST=2, grid_x=2)),
@@ -701,7 +798,8 @@ want = ["BN %d partial tile" % b for b in (128, 160, 192)] + ["ring wrap ST %d" 
     ["block scales BN 128 split 16", "block scales BN 160 split 16", "block scales BN 160 split 12",
      "block scales BN 160 split 8", "block scales BN 160 split 4", "block scales BN 192 split 16",
      "block scales BN 192 split 8", "next tile's first stage issued early", "split 2", "split 3", "split 4",
-     "next tile's first stage issued early (split 2)", "empty K range", "row tiles past a group of 8"]
+     "next tile's first stage issued early (split 2)", "empty K range", "row tiles past a group of 8",
+     "pair: multicast stage", "pair: a row tile past m"]
 missing = [w for w in want if w not in COV]
 report(not missing, "coverage: %s" % ("missing " + ", ".join(missing) if missing else "%d kernel paths taken" % len(want)))
 print("test_fp8_wgmma_emu: coverage: %s" % ("MISSING " + ", ".join(missing) if missing else
@@ -735,9 +833,14 @@ MUTATIONS = [
     ("order", "the last arriver adds the slots from its own split on (arrival order)"),
     ("mask", "the epilogue's column mask cn < n + 1"),
     ("scale_ahead", "block mode loads the scales two stages ahead"),
+    ("empty8p", "pair builds: empty barriers for 8 arrivals (one block's warps) instead of 16"),
+    ("no_peer", "pair builds: consumers do not arrive on the partner's empty barrier"),
+    ("mc_self", "pair builds: w boxes copied into the issuing block only (no multicast)"),
+    ("no_csync", "pair builds: no cluster barrier before exit"),
 ]
 MUT_CASES = [(2, 300, 400, 400, dict(grid_x=2, grid_y=2)), (0, 129, 352, 1040, dict(grid_y=2)),
-             (1, 17, 400, 1040, dict(grid_y=4)), (0, 129, 400, 1040, dict(P=2, ST=3))]
+             (1, 17, 400, 1040, dict(grid_y=4)), (0, 129, 400, 1040, dict(P=2, ST=3)),
+             (0, 300, 400, 656, dict(pair=True, grid_x=4, ST=3))]
 
 
 def caught(c, name):  # the first error of the mutated case, after its mode and shape
