@@ -65,11 +65,12 @@
 #ifndef FP8_SCALE_AHEAD
 #define FP8_SCALE_AHEAD 1
 #endif
-/*   FP8_CLUSTER 2 (the host adds it when QC_FP8_CLUSTER=2): blocks run in clusters of two on two row tiles of the
- *     same columns (virtual tile t = 2 pair + rank: tm = 2 tm_pair + rank); each block copies half of the W boxes
- *     and multicasts them into both blocks' rings, so the L2 sends each W stage once a pair.  Why: at 128-192
- *     column tiles the persistent kernel reads 32-40 KB a stage from L2 for 2-3 MFLOP, about 12-15 TB/s at the
- *     tensor cores' peak, above what the L2 delivers (the o shape ran at 47% of peak, 128-column tiles).  A slot's
+/*   FP8_CLUSTER 2 (the fp8.gemm_*_wgmma_pair builds, m > 128, on with QC_FP8_PAIR=on): blocks run in clusters of
+ *     two on two row tiles of the same columns (virtual tile t = 2 pair + rank: tm = 2 tm_pair + rank); each block
+ *     copies half of the W boxes and multicasts them into both blocks' rings, so the L2 sends each W stage once a
+ *     pair.  Why it was tried: at 128-192 column tiles the kernel reads 32-40 KB a stage from L2 for 2-3 MFLOP, and
+ *     its copies alone take 3/4 of its time.  Measured (H200, session 17): 5-13% slower than one block a tile, its
+ *     copies alone slower too, so the limit is on each SM's side, not the L2's; kept off by default.  A slot's
  *     empty barrier then counts both blocks' consumer warps (each arrives on its own and on its partner's), so
  *     neither block multicasts into a slot its partner still reads; a row tile past m computes on zero rows and
  *     stores nothing (its partner still needs its copies); a cluster barrier after the barriers' init and before
