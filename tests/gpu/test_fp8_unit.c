@@ -362,12 +362,9 @@ static void compiles(qc_runtime *rt) {
             if (st != QC_OK) continue;
             int regs, spill;
             char *log = nv_ptxas_report(tmp, &c, NULL, NULL, &regs, &spill);
-            /* C7508 / C7510: setmaxnreg ignored, wgmma serialized; C7512 / C7518: wgmma serialized for want of
-               registers / by a wait ptxas injected in a divergent path (the tensor and block builds had it until
-               session 17); C7517: ptxas injected a wgmma wait of its own */
-            CHECK(!log || (!strstr(log, "C7508") && !strstr(log, "C7510") && !strstr(log, "C7512") &&
-                           !strstr(log, "C7517") && !strstr(log, "C7518")),
-                  "%s: ptxas ignored setmaxnreg, serialized wgmma or injected a wgmma wait: %s", k->id, log);
+            const char *diag = nv_wgmma_diag(log); /* setmaxnreg ignored, wgmma serialized or a wait injected */
+            CHECK(!diag, "%s for %s: ptxas %.*s", k->id, c.target, diag ? (int)strcspn(diag, "\n") : 0,
+                  diag ? diag : "");
             printf("%s: %-24s %-7s %5.1f s, cubin %7zu B, %d registers, %d B spilled\n", TEST, k->id, c.target,
                    qc_now_seconds() - t0, c.size, regs, spill);
             CHECK(regs > 0 && spill == 0, "%s for %s: %d registers, %d bytes spilled", k->id, c.target, regs, spill);
