@@ -170,14 +170,14 @@ static void dims_1d(qc_launch_dims *d, int64_t blocks, uint32_t threads, uint32_
 /* one block per row (a grid-stride loop past 2M rows) */
 static void quant_dims(const qc_problem *p, qc_launch_dims *d) { dims_1d(d, p->m, QA_THREADS, 0); }
 
-/* The tile width of the wgmma kernels, as the device code computes it (keep in step with qc_wg_bn in
- * cuda/wgmma.cu): 192, 160 or 128 columns, whichever fills its last wave best.  Every mode promotes
- * each 128-K stage into f32 registers, so a thread holds two BN/2-register sets: 256 does not fit. */
-/* paired: fp8.gemm_*_wgmma_pair, cuda/wgmma.cu built with FP8_CLUSTER=2 (clusters of two blocks on row-tile pairs
- * that share W), whose walk rounds the row tiles up to pairs */
 /* a tile width's speed weight in the plan (192, 160, 128 columns); QC_FP8_BN_EFF="a,b,c" replaces them, for the
  * host plan and, as -DFP8_EFF192/160/128, the device's (e.g. "0,0,1" forces 128-column tiles) */
 static int g_fp8_eff[3] = {100, 96, 90};
+/* The tile width of the wgmma kernels, as the device code computes it (keep in step with qc_wg_bn in
+ * cuda/wgmma.cu): 192, 160 or 128 columns, whichever fills its last wave best.  Every mode promotes
+ * each 128-K stage into f32 registers, so a thread holds two BN/2-register sets: 256 does not fit.
+ * paired: fp8.gemm_*_wgmma_pair, cuda/wgmma.cu built with FP8_CLUSTER=2 (clusters of two blocks on row-tile
+ * pairs that share W), whose walk rounds the row tiles up to pairs. */
 static void fp8_wgmma_plan(int64_t m, int64_t n, int paired, int *bn, int *stages, uint32_t *smem_bytes,
                            int64_t *tiles) {
     static const int bns[3] = {192, 160, 128}, sts[3] = {5, 6, 6};
@@ -339,7 +339,7 @@ static int n_ok(const qc_problem *p, const char *id, qc_reason *why) {
 ELIG(elig_wg_channel, w8a8_scheme_ok, MODE_CHANNEL, "fp8.gemm_channel_wgmma")
 ELIG(elig_wg_tensor, w8a8_scheme_ok, MODE_TENSOR, "fp8.gemm_tensor_wgmma")
 ELIG(elig_wg_block, w8a8_scheme_ok, MODE_BLOCK, "fp8.gemm_block_wgmma")
-/* fp8.gemm_*_wgmma_pair: the same, when QC_FP8_PAIR=on.  Off by default: on the H200 it ran 17-22% slower than
+/* fp8.gemm_*_wgmma_pair: the same, when QC_FP8_PAIR=on.  Off by default: on the H200 it ran 5-13% slower than
  * the unpaired GEMM (session 17, docs/perf.md), so it is kept for A/B runs, not picked. */
 static int pair_ok(int mode, const qc_problem *p, const char *id, qc_reason *why) {
     const char *on = getenv("QC_FP8_PAIR");

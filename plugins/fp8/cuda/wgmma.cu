@@ -298,7 +298,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             const unsigned sa = base + st_ * STAGE + c * (64 * WG_BK), sb = base + st_ * STAGE + WG_A_BYTES;
             qc_wg_fence();
 #pragma unroll
-            for (int kk = 0; kk < WG_BK / 32; kk++) /* 32 k = 32 B further along the swizzled rows */
+            for (int kk = 0; kk < WG_BK / 32 && !FP8_SKIP_MMA; kk++) /* 32 k = 32 B further along the swizzled rows */
                 qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0 || !first);
 #else
             /* 32 k = 32 B further along the swizzled rows = + 2 in the descriptors' address field (sa, sb are
