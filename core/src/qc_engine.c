@@ -155,6 +155,7 @@ struct qc_engine {
     int loaded;                /* qc_engine_create finished */
     int fuse_quant;            /* QC_FUSE_QUANT (default 1): W8A8 activations quantized by add_rmsnorm / swiglu */
     int grid_dep;              /* QC_PDL (default 1): programmatic dependent launch for QC_KERNEL_GRID_DEP kernels */
+    int gu_bf16;               /* QC_GU_BF16 (default 1): gate_up written as bf16 where its kernel can (y.bf16) */
 };
 
 /* ---- small helpers ---- */
@@ -430,13 +431,25 @@ static int fuse_quant_env(void) {
     return !(fq && strcmp(fq, "0") == 0);
 }
 
+/* QC_GU_BF16=off: gate_up's output stays f32 even where its kernel could write bf16 (A/B checks) */
+static int gu_bf16_env(void) {
+    const char *v = getenv("QC_GU_BF16");
+    if (!v || strcmp(v, "on") == 0 || strcmp(v, "1") == 0) return 1;
+    if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) return 0;
+    qc_log(QC_LOG_WARN, "QC_GU_BF16=%s: not on/off/1/0, ignored (on)", v);
+    return 1;
+}
+
 /* Whether the kernel producing x writes this choice's xq/xs (fused). */
 static int fused(const qc_engine *e, const eng_choice *c) { return e->fuse_quant && c->quant && c->fuse; }
 
 /* y[m, n] = x[m, k] W^T with L and c from linear_pick; x given as f32 and
- * (when not 0) bf16; prequant: xq/xs are written already (fused). */
+ * (when not 0) bf16; prequant: xq/xs are written already (fused).  yb (not
+ * 0): the caller reads y as bf16 at this address when the kernel takes
+ * "y.bf16" (writes_bf16: then nothing is written to y). */
+static int writes_bf16(const eng_choice *c) { return has_param(c->k, "y.bf16"); }
 static qc_status linear_exec(qc_engine *e, eng_linear *L, eng_choice *c, qc_devptr x, qc_devptr xb, qc_devptr y,
-                             int64_t m, int prequant, char *err, size_t errlen) {
+                             qc_devptr yb, int64_t m, int prequant, char *err, size_t errlen) {
     qc_status st;
     if (e->tracer) qc_gpu_tracer_context(e->tracer, L->name, "linear");
     if (c->wants_bf16 && !xb && !prequant) {
@@ -445,13 +458,13 @@ static qc_status linear_exec(qc_engine *e, eng_linear *L, eng_choice *c, qc_devp
         int64_t count = m * L->k, kk = L->k;
         if (fused(e, c)) {
             qc_problem pr = problem(m, kk, 0);
-            qc_devptr yb = has_param(c->k, "x.bf16") ? e->attb.ptr : 0;
+            qc_devptr cb = has_param(c->k, "x.bf16") ? e->attb.ptr : 0;
             int32_t recipe = c->fuse;
-            qc_named_arg a[] = {ARG("x", x),        ARG("xq", e->d_xq.ptr), ARG("xs", e->d_xs.ptr), ARG("y.bf16", yb),
+            qc_named_arg a[] = {ARG("x", x),        ARG("xq", e->d_xq.ptr), ARG("xs", e->d_xs.ptr), ARG("y.bf16", cb),
                                 ARG("m", m),        ARG("n", kk),           ARG("recipe", recipe)};
             st = launch(e, e->kern[K_CAST_Q].k, e->kern[K_CAST_Q].fn, &pr, a, 7, err, errlen);
             prequant = 1;
-            xb = yb;
+            xb = cb;
         } else {
             qc_problem pc = problem(count, 1, 0);
             qc_named_arg a[] = {ARG("x", x), ARG("y", e->attb.ptr), ARG("count", count)};
@@ -468,11 +481,12 @@ static qc_status linear_exec(qc_engine *e, eng_linear *L, eng_choice *c, qc_devp
                 c->k->id, (unsigned long long)wneed, (long long)m, (unsigned long long)e->lwork_bytes, L->role);
         return QC_ERR_INTERNAL;
     }
-    qc_named_arg args[11 + QC_MAX_WEIGHT_BUFFERS];
+    qc_named_arg args[12 + QC_MAX_WEIGHT_BUFFERS];
     size_t na = 0;
     args[na++] = (qc_named_arg)ARG("x", x);
     args[na++] = (qc_named_arg)ARG("x.bf16", xb);
     args[na++] = (qc_named_arg)ARG("y", y);
+    args[na++] = (qc_named_arg)ARG("y.bf16", yb);
     args[na++] = (qc_named_arg)ARG("xq", e->d_xq.ptr);
     args[na++] = (qc_named_arg)ARG("xs", e->d_xs.ptr);
     args[na++] = (qc_named_arg)ARG("m", m);
@@ -502,7 +516,7 @@ static qc_status linear_run(qc_engine *e, eng_linear *L, qc_devptr x, qc_devptr 
                             size_t errlen) {
     eng_choice *c;
     qc_status st = linear_pick(e, L, m, &L, &c, err, errlen);
-    return st != QC_OK ? st : linear_exec(e, L, c, x, xb, y, m, 0, err, errlen);
+    return st != QC_OK ? st : linear_exec(e, L, c, x, xb, y, 0, m, 0, err, errlen);
 }
 
 /* ---- weights ---- */
@@ -1015,12 +1029,12 @@ static qc_status plan_timer(void *ctx, const qc_format_desc *f, int64_t n, int64
         const int pre = fused(e, c);
         snprintf(kid[i], sizeof kid[0], "%s%s%s", c->quant ? c->quant->id : "", !c->quant ? "" : pre ? "(fused)+" : "+",
                  c->k->id);
-        st = linear_exec(e, &T, c, x.ptr, xb.ptr, y.ptr, ms[i], pre, err, errlen);
+        st = linear_exec(e, &T, c, x.ptr, xb.ptr, y.ptr, 0, ms[i], pre, err, errlen);
         float rep_ms[TIMING_REPS];
         for (int r = 0; r < TIMING_REPS && st == QC_OK; r++) {
             st = qc_gpu_memset32(e->g, flush.ptr, (uint32_t)r, TIMING_FLUSH_BYTES / 4, err, errlen);
             if (st == QC_OK) st = qc_gpu_event_record(e->g, ev0, err, errlen);
-            if (st == QC_OK) st = linear_exec(e, &T, c, x.ptr, xb.ptr, y.ptr, ms[i], pre, err, errlen);
+            if (st == QC_OK) st = linear_exec(e, &T, c, x.ptr, xb.ptr, y.ptr, 0, ms[i], pre, err, errlen);
             if (st == QC_OK) st = qc_gpu_event_record(e->g, ev1, err, errlen);
             if (st == QC_OK) st = qc_gpu_event_elapsed(e->g, ev0, ev1, &rep_ms[r], err, errlen);
         }
@@ -1463,6 +1477,7 @@ qc_engine *qc_engine_create(qc_runtime *rt, qc_gpu *g, qc_nvrtc *nv, const qc_en
     e->qkv_n = e->q_dim + 2 * e->kv_dim;
     e->use_graphs = o->graphs;
     e->fuse_quant = fuse_quant_env();
+    e->gu_bf16 = gu_bf16_env();
     e->grid_dep = qc_gpu_set_grid_dep(g, grid_dep_env());
     e->rope_halves = o->model ? o->model->rope == QC_ROPE_HALVES : 1;
     e->kv_elem = 2;
@@ -1769,7 +1784,7 @@ static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int
         eng_choice *ch;
         int pre;
         if ((st = norm_into(e, &L->qkv, hin, L->attn_norm.ptr, rows, &LV, &ch, &pre, err, errlen)) ||
-            (st = linear_exec(e, LV, ch, e->y.ptr, e->yb.ptr, e->qkv.ptr, rows, pre, err, errlen)))
+            (st = linear_exec(e, LV, ch, e->y.ptr, e->yb.ptr, e->qkv.ptr, 0, rows, pre, err, errlen)))
             return st;
         qc_problem pq = problem(rows, heads_q + heads_kv, hd);
         int64_t ld = e->qkv_n;
@@ -1790,12 +1805,15 @@ static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int
             return st;
         /* the reduce wrote the bf16 copy: no cast launch, unless the cast also quantizes (fused) */
         qc_devptr ob = attb_ok && !fused(e, ch) ? e->attb.ptr : 0;
-        if ((st = linear_exec(e, LV, ch, e->att.ptr, ob, e->h.ptr, rows, 0, err, errlen))) return st;
+        if ((st = linear_exec(e, LV, ch, e->att.ptr, ob, e->h.ptr, 0, rows, 0, err, errlen))) return st;
         if ((st = norm_into(e, &L->gate_up, e->h.ptr, L->ffn_norm.ptr, rows, &LV, &ch, &pre, err, errlen)) ||
-            (st = linear_exec(e, LV, ch, e->y.ptr, e->yb.ptr, e->gu.ptr, rows, pre, err, errlen)))
+            (st = linear_exec(e, LV, ch, e->y.ptr, e->yb.ptr, e->gu.ptr, e->gu_bf16 ? e->gu.ptr : 0, rows, pre, err,
+                              errlen)))
             return st;
+        /* gate | up as bf16 when its kernel wrote them so (half the bytes written and read again by SwiGLU) */
+        int32_t gu_b = e->gu_bf16 && writes_bf16(ch);
         qc_problem ps = problem(rows, F, 0);
-        qc_devptr up = e->gu.ptr + (qc_devptr)F * 4;
+        qc_devptr up = e->gu.ptr + (qc_devptr)F * (gu_b ? 2 : 4);
         int64_t ld2 = 2 * F;
         if ((st = linear_pick(e, &L->down, rows, &LV, &ch, err, errlen))) return st;
         trace_block(e, &L->down); /* linear_pick may have loaded kernels: swiglu belongs to the block */
@@ -1803,17 +1821,17 @@ static qc_status forward(qc_engine *e, int64_t rows, int n_seqs, int decode, int
         if (!pre) {
             qc_devptr ya = reads_f32(ch) ? e->act.ptr : 0, yab = ch->wants_bf16 ? e->actb.ptr : 0;
             qc_named_arg as[] = {ARG("gate", e->gu.ptr), ARG("up", up),   ARG("ld", ld2), ARG("y", ya),
-                                 ARG("y.bf16", yab),     ARG("m", rows), ARG("n", F)};
-            if ((st = launch(e, e->kern[K_SWIGLU].k, e->kern[K_SWIGLU].fn, &ps, as, 7, err, errlen))) return st;
+                                 ARG("y.bf16", yab),     ARG("m", rows), ARG("n", F),   ARG("in_bf16", gu_b)};
+            if ((st = launch(e, e->kern[K_SWIGLU].k, e->kern[K_SWIGLU].fn, &ps, as, 8, err, errlen))) return st;
         } else {
             qc_devptr ya = has_param(ch->k, "x") ? e->act.ptr : 0, yab = has_param(ch->k, "x.bf16") ? e->actb.ptr : 0;
             int32_t recipe = ch->fuse;
             qc_named_arg as[] = {ARG("gate", e->gu.ptr), ARG("up", up),   ARG("ld", ld2),     ARG("xq", e->d_xq.ptr),
                                  ARG("xs", e->d_xs.ptr), ARG("y", ya),    ARG("y.bf16", yab), ARG("m", rows),
-                                 ARG("n", F),            ARG("recipe", recipe)};
-            if ((st = launch(e, e->kern[K_SWIGLU_Q].k, e->kern[K_SWIGLU_Q].fn, &ps, as, 10, err, errlen))) return st;
+                                 ARG("n", F),            ARG("recipe", recipe), ARG("in_bf16", gu_b)};
+            if ((st = launch(e, e->kern[K_SWIGLU_Q].k, e->kern[K_SWIGLU_Q].fn, &ps, as, 11, err, errlen))) return st;
         }
-        if ((st = linear_exec(e, LV, ch, e->act.ptr, e->actb.ptr, e->h.ptr, rows, pre, err, errlen))) return st;
+        if ((st = linear_exec(e, LV, ch, e->act.ptr, e->actb.ptr, e->h.ptr, 0, rows, pre, err, errlen))) return st;
     }
     if (e->tracer) qc_gpu_tracer_context(e->tracer, "head", "kernel");
     return head(e, heads, err, errlen);

@@ -17,8 +17,10 @@ qc_status qc_kernel_bind(const qc_kernel_desc *k, const qc_named_arg *args, size
                 argv[i] = args[j].value;
                 break;
             }
-        if (!argv[i] && k->params[i].type == QC_PARAM_PTR && strcmp(k->params[i].name, "work") == 0) {
-            /* a caller that gives no workspace: NULL, and the kernel runs without one (plugin.h) */
+        if (!argv[i] && k->params[i].type == QC_PARAM_PTR &&
+            (strcmp(k->params[i].name, "work") == 0 || strcmp(k->params[i].name, "y.bf16") == 0)) {
+            /* a caller that gives no workspace: NULL, and the kernel runs without one; no bf16 output: the
+               kernel writes y (plugin.h) */
             static void *const no_work = NULL;
             argv[i] = (void *)&no_work;
         }

@@ -513,23 +513,36 @@ static const char ROW_SRC[] =
     "/* y[r][i] = silu(g[r*ld + i]) * u[r*ld + i]; y, yb (the bf16 copy) may be null;\n"
     "   MODE > 0: xq/xs from yb's values (the fused kernels).  A block per row. */\n"
     "__device__ __forceinline__ float qc_silu_mul(float a, float u) { return a / (1.0f + expf(-a)) * u; }\n"
+    "/* gate and up are f32, or bf16 bits with bf (a GEMM that wrote its output as bf16, plugin.h's y.bf16); ld and\n"
+    "   the indices count elements either way */\n"
+    "__device__ __forceinline__ const void *qc_gu_row(const void *p, long long r, long long ld, int bf) {\n"
+    "    return (const char *)p + r * ld * (bf ? 2 : 4);\n"
+    "}\n"
+    "__device__ __forceinline__ float4 qc_gu4(const void *row, long long j, int bf) {\n"
+    "    if (!bf) return ((const float4 *)row)[j];\n"
+    "    const uint2 v = ((const uint2 *)row)[j];\n"
+    "    return make_float4(qc_bf(v.x & 0xFFFFu), qc_bf(v.x >> 16), qc_bf(v.y & 0xFFFFu), qc_bf(v.y >> 16));\n"
+    "}\n"
+    "__device__ __forceinline__ float qc_gu1(const void *row, long long i, int bf) {\n"
+    "    return bf ? qc_bf(((const unsigned short *)row)[i]) : ((const float *)row)[i];\n"
+    "}\n"
     "template <int MODE>\n"
-    "__device__ __forceinline__ void qc_swiglu_t(const float *g, const float *u, long long ld, float *y,\n"
+    "__device__ __forceinline__ void qc_swiglu_t(const void *g, const void *u, long long ld, float *y,\n"
     "                                            unsigned short *yb, unsigned char *xq, float *xs, long long m,\n"
-    "                                            long long n) {\n"
+    "                                            long long n, int bf) {\n"
     "    const int T = blockDim.x, tid = threadIdx.x;\n"
     "    const long long nc = n >> 2;\n"
     "    const bool vec = !(n & 3) && !(ld & 3) && nc <= (long long)QC_VPT * T && qc_al16(g) && qc_al16(u) &&\n"
     "                     qc_al16(y) && qc_al16(yb);\n"
     "    for (long long r = blockIdx.x; r < m; r += gridDim.x) {\n"
-    "        const float *gr = g + r * ld, *ur = u + r * ld;\n"
+    "        const void *gr = qc_gu_row(g, r, ld, bf), *ur = qc_gu_row(u, r, ld, bf);\n"
     "        if (!vec) {\n"
     "            if (MODE) { /* never launched so (qc_fuse_decide): say so in the scale */\n"
     "                if (tid == 0) xs[r] = __int_as_float(0x7fc00000);\n"
     "                continue;\n"
     "            }\n"
     "            for (long long i = tid; i < n; i += T) {\n"
-    "                float v = qc_silu_mul(gr[i], ur[i]);\n"
+    "                float v = qc_silu_mul(qc_gu1(gr, i, bf), qc_gu1(ur, i, bf));\n"
     "                if (y) y[r * n + i] = v;\n"
     "                if (yb) yb[r * n + i] = qc_tobf(v);\n"
     "            }\n"
@@ -540,7 +553,7 @@ static const char ROW_SRC[] =
     "        for (int c = 0; c < QC_VPT; c++) {\n"
     "            long long j = (long long)c * T + tid;\n"
     "            if (j < nc) {\n"
-    "                float4 a = ((const float4 *)gr)[j], b = ((const float4 *)ur)[j];\n"
+    "                float4 a = qc_gu4(gr, j, bf), b = qc_gu4(ur, j, bf);\n"
     "                v[c] = make_float4(qc_silu_mul(a.x, b.x), qc_silu_mul(a.y, b.y), qc_silu_mul(a.z, b.z),\n"
     "                                   qc_silu_mul(a.w, b.w));\n"
     "            }\n"
@@ -551,9 +564,9 @@ static const char ROW_SRC[] =
     "#ifdef QC_ROW_SWIGLU\n"
     "/* without quantization SwiGLU is elementwise: a grid-stride loop over the m x n/4 chunks, so that at batch 1\n"
     "   the row is spread over many SMs instead of one block's (the same arithmetic as qc_swiglu_t) */\n"
-    "extern \"C\" __global__ void __launch_bounds__(256) qc_swiglu_ld(const float *g, const float *u, long long ld,\n"
+    "extern \"C\" __global__ void __launch_bounds__(256) qc_swiglu_ld(const void *g, const void *u, long long ld,\n"
     "                                                            float *y, unsigned short *yb, long long m,\n"
-    "                                                            long long n) {\n"
+    "                                                            long long n, int bf) {\n"
     "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    const long long stride = (long long)gridDim.x * blockDim.x, first = (long long)blockIdx.x * blockDim.x +\n"
     "                                                                         threadIdx.x;\n"
@@ -561,7 +574,7 @@ static const char ROW_SRC[] =
     "        const long long nc = n >> 2;\n"
     "        for (long long i = first; i < m * nc; i += stride) {\n"
     "            const long long r = i / nc, j = i - r * nc;\n"
-    "            const float4 a = ((const float4 *)(g + r * ld))[j], b = ((const float4 *)(u + r * ld))[j];\n"
+    "            const float4 a = qc_gu4(qc_gu_row(g, r, ld, bf), j, bf), b = qc_gu4(qc_gu_row(u, r, ld, bf), j, bf);\n"
     "            const float4 v = make_float4(qc_silu_mul(a.x, b.x), qc_silu_mul(a.y, b.y), qc_silu_mul(a.z, b.z),\n"
     "                                         qc_silu_mul(a.w, b.w));\n"
     "            if (y) ((float4 *)(y + r * n))[j] = v;\n"
@@ -573,7 +586,7 @@ static const char ROW_SRC[] =
     "    }\n"
     "    for (long long i = first; i < m * n; i += stride) {\n"
     "        const long long r = i / n, c = i - r * n;\n"
-    "        const float v = qc_silu_mul(g[r * ld + c], u[r * ld + c]);\n"
+    "        const float v = qc_silu_mul(qc_gu1(qc_gu_row(g, r, ld, bf), c, bf), qc_gu1(qc_gu_row(u, r, ld, bf), c, bf));\n"
     "        if (y) y[r * n + c] = v;\n"
     "        if (yb) yb[r * n + c] = qc_tobf(v);\n"
     "    }\n"
@@ -591,14 +604,14 @@ static const char ROW_SRC[] =
     "#define QC_STAGE_U 2\n"
     "#endif\n"
     "template <int MODE>\n"
-    "__device__ __forceinline__ void qc_swiglu_staged(const float *g, const float *u, long long ld, float *y,\n"
+    "__device__ __forceinline__ void qc_swiglu_staged(const void *g, const void *u, long long ld, float *y,\n"
     "                                                 unsigned short *yb, unsigned char *xq, float *xs, long long m,\n"
-    "                                                 long long n) {\n"
+    "                                                 long long n, int bf) {\n"
     "    extern __shared__ uint2 qc_row_stage[]; /* chunk j's 4 bf16 values */\n"
     "    const int T = blockDim.x, tid = threadIdx.x;\n"
     "    const long long nc = n >> 2;\n"
     "    for (long long r = blockIdx.x; r < m; r += gridDim.x) {\n"
-    "        const float4 *gr = (const float4 *)(g + r * ld), *ur = (const float4 *)(u + r * ld);\n"
+    "        const void *gr = qc_gu_row(g, r, ld, bf), *ur = qc_gu_row(u, r, ld, bf);\n"
     "        float a = 0.f;\n"
     "        int bad = 0;\n"
     "        for (long long j0 = tid; j0 < nc; j0 += (long long)QC_STAGE_U * T) {\n"
@@ -606,7 +619,7 @@ static const char ROW_SRC[] =
     "#pragma unroll\n"
     "            for (int q = 0; q < QC_STAGE_U; q++) {\n"
     "                const long long j = j0 + (long long)q * T;\n"
-    "                if (j < nc) ga[q] = gr[j], ua[q] = ur[j];\n"
+    "                if (j < nc) ga[q] = qc_gu4(gr, j, bf), ua[q] = qc_gu4(ur, j, bf);\n"
     "            }\n"
     "#pragma unroll\n"
     "            for (int q = 0; q < QC_STAGE_U; q++) {\n"
@@ -639,10 +652,10 @@ static const char ROW_SRC[] =
     "        __syncthreads(); /* the next row's pass 1 overwrites the stage */\n"
     "    }\n"
     "}\n"
-    "extern \"C\" __global__ void __launch_bounds__(1024) qc_swiglu_quant(const float *g, const float *u, long long ld,\n"
+    "extern \"C\" __global__ void __launch_bounds__(1024) qc_swiglu_quant(const void *g, const void *u, long long ld,\n"
     "                                                                unsigned char *xq, float *xs, float *y,\n"
     "                                                                unsigned short *yb, long long m, long long n,\n"
-    "                                                                int recipe) {\n"
+    "                                                                int recipe, int bf) {\n"
     "    qc_grid_dep(); /* QC_KERNEL_GRID_DEP: nothing is read or written before it */\n"
     "    /* the host gives a stage of the whole row (swiglu_q_dims) only when every access is 16-byte aligned */\n"
     "    unsigned stage;\n"
@@ -650,17 +663,17 @@ static const char ROW_SRC[] =
     "    if (n > 0 && (long long)stage >= 2 * n && !(n & 3) && !(ld & 3) && qc_al16(g) && qc_al16(u) && qc_al16(y) &&\n"
     "        qc_al16(yb) && qc_al16(xq)) {\n"
     "        switch (recipe) {\n"
-    "        case QC_M_E4M3_TOKEN: qc_swiglu_staged<QC_M_E4M3_TOKEN>(g, u, ld, y, yb, xq, xs, m, n); break;\n"
-    "        case QC_M_E4M3_G128: qc_swiglu_staged<QC_M_E4M3_G128>(g, u, ld, y, yb, xq, xs, m, n); break;\n"
-    "        case QC_M_INT8_TOKEN: qc_swiglu_staged<QC_M_INT8_TOKEN>(g, u, ld, y, yb, xq, xs, m, n); break;\n"
+    "        case QC_M_E4M3_TOKEN: qc_swiglu_staged<QC_M_E4M3_TOKEN>(g, u, ld, y, yb, xq, xs, m, n, bf); break;\n"
+    "        case QC_M_E4M3_G128: qc_swiglu_staged<QC_M_E4M3_G128>(g, u, ld, y, yb, xq, xs, m, n, bf); break;\n"
+    "        case QC_M_INT8_TOKEN: qc_swiglu_staged<QC_M_INT8_TOKEN>(g, u, ld, y, yb, xq, xs, m, n, bf); break;\n"
     "        default: break;\n"
     "        }\n"
     "        return;\n"
     "    }\n"
     "    switch (recipe) {\n"
-    "    case QC_M_E4M3_TOKEN: qc_swiglu_t<QC_M_E4M3_TOKEN>(g, u, ld, y, yb, xq, xs, m, n); break;\n"
-    "    case QC_M_E4M3_G128: qc_swiglu_t<QC_M_E4M3_G128>(g, u, ld, y, yb, xq, xs, m, n); break;\n"
-    "    case QC_M_INT8_TOKEN: qc_swiglu_t<QC_M_INT8_TOKEN>(g, u, ld, y, yb, xq, xs, m, n); break;\n"
+    "    case QC_M_E4M3_TOKEN: qc_swiglu_t<QC_M_E4M3_TOKEN>(g, u, ld, y, yb, xq, xs, m, n, bf); break;\n"
+    "    case QC_M_E4M3_G128: qc_swiglu_t<QC_M_E4M3_G128>(g, u, ld, y, yb, xq, xs, m, n, bf); break;\n"
+    "    case QC_M_INT8_TOKEN: qc_swiglu_t<QC_M_INT8_TOKEN>(g, u, ld, y, yb, xq, xs, m, n, bf); break;\n"
     "    default: break;\n"
     "    }\n"
     "}\n"
@@ -837,18 +850,24 @@ static void qkv_rope_kv_ref(const float *qkv, int64_t ld, const float *bias, flo
     }
 }
 
-static void swiglu_ld_ref(const float *g, const float *u, int64_t ld, float *y, uint16_t *yb, int64_t m, int64_t n) {
+/* gate / up element r * ld + i: f32, or bf16 bits when bf (the kernels' in_bf16) */
+static float gu_at(const void *p, int64_t idx, int32_t bf) {
+    return bf ? qc_bf16_to_f32(((const uint16_t *)p)[idx]) : ((const float *)p)[idx];
+}
+
+static void swiglu_ld_ref(const void *g, const void *u, int64_t ld, float *y, uint16_t *yb, int64_t m, int64_t n,
+                          int32_t bf) {
     for (int64_t r = 0; r < m; r++)
         for (int64_t i = 0; i < n; i++) {
-            float a = g[r * ld + i];
-            float v = a / (1.0f + expf(-a)) * u[r * ld + i];
+            float a = gu_at(g, r * ld + i, bf);
+            float v = a / (1.0f + expf(-a)) * gu_at(u, r * ld + i, bf);
             if (y) y[r * n + i] = v;
             if (yb) yb[r * n + i] = qc_f32_to_bf16(v);
         }
 }
 
-static void swiglu_quant_ref(const float *g, const float *u, int64_t ld, uint8_t *xq, float *xs, float *y,
-                             uint16_t *yb, int64_t m, int64_t n, int32_t recipe) {
+static void swiglu_quant_ref(const void *g, const void *u, int64_t ld, uint8_t *xq, float *xs, float *y,
+                             uint16_t *yb, int64_t m, int64_t n, int32_t recipe, int32_t bf) {
     uint16_t *b = malloc((size_t)(n > 0 ? n : 1) * sizeof *b);
     float *yr = malloc((size_t)(n > 0 ? n : 1) * sizeof *yr);
     if (!b || !yr || recipe < QC_FUSE_E4M3_TOKEN || recipe > QC_FUSE_INT8_TOKEN) {
@@ -858,7 +877,8 @@ static void swiglu_quant_ref(const float *g, const float *u, int64_t ld, uint8_t
         return;
     }
     for (int64_t r = 0; r < m; r++) {
-        swiglu_ld_ref(g + r * ld, u + r * ld, ld, yr, b, 1, n);
+        const size_t row = (size_t)(r * ld) * (bf ? 2 : 4);
+        swiglu_ld_ref((const char *)g + row, (const char *)u + row, ld, yr, b, 1, n, bf);
         if (y) memcpy(y + r * n, yr, (size_t)n * sizeof *yr);
         if (yb) memcpy(yb + r * n, b, (size_t)n * sizeof *b);
         quant_row_ref(recipe, b, n, xq + r * n, xs + r * scales_per_row(recipe, n));
@@ -988,7 +1008,7 @@ static const qc_kernel_param ADD_RMSNORM_Q_PARAMS[] = {
 static const qc_kernel_param SWIGLU_Q_PARAMS[] = {
     {"gate", QC_PARAM_PTR}, {"up", QC_PARAM_PTR},     {"ld", QC_PARAM_I64}, {"xq", QC_PARAM_PTR},
     {"xs", QC_PARAM_PTR},   {"y", QC_PARAM_PTR},      {"y.bf16", QC_PARAM_PTR}, {"m", QC_PARAM_I64},
-    {"n", QC_PARAM_I64},    {"recipe", QC_PARAM_I32},
+    {"n", QC_PARAM_I64},    {"recipe", QC_PARAM_I32}, {"in_bf16", QC_PARAM_I32},
 };
 static const qc_kernel_param CAST_Q_PARAMS[] = {
     {"x", QC_PARAM_PTR}, {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR},    {"y.bf16", QC_PARAM_PTR},
@@ -996,7 +1016,7 @@ static const qc_kernel_param CAST_Q_PARAMS[] = {
 };
 static const qc_kernel_param SWIGLU_LD_PARAMS[] = {
     {"gate", QC_PARAM_PTR},   {"up", QC_PARAM_PTR}, {"ld", QC_PARAM_I64}, {"y", QC_PARAM_PTR},
-    {"y.bf16", QC_PARAM_PTR}, {"m", QC_PARAM_I64},  {"n", QC_PARAM_I64},
+    {"y.bf16", QC_PARAM_PTR}, {"m", QC_PARAM_I64},  {"n", QC_PARAM_I64}, {"in_bf16", QC_PARAM_I32},
 };
 static const qc_kernel_param CAST_PARAMS[] = {
     {"x", QC_PARAM_PTR}, {"y", QC_PARAM_PTR}, {"count", QC_PARAM_I64},

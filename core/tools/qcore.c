@@ -68,6 +68,8 @@ static void usage(FILE *f) {
             "  --device N           gemm-bench: CUDA device ordinal (0)\n"
             "  --peak-tflops T[,T8] gemm-bench: compute peak for the floor, 16-bit activations [and 8-bit]\n"
             "                       (default 989,1979: H100/H200 dense bf16 and fp8/int8)\n"
+            "  --out f32|bf16       gemm-bench: the output kernels write (f32 default; bf16: kernels that\n"
+            "                       take y.bf16 write bf16, as torch's anchors do; the others stay f32)\n"
             "  -v, --verbose        log plugin loading and policy output\n"
             "  -h, --help           this text\n"
             "  --version            version and plugin ABI\n"
@@ -477,7 +479,7 @@ int main(int argc, char **argv) {
     enum { OPT_CONFIG = 256, OPT_POLICY, OPT_PLUGIN_PATH, OPT_MODEL_CONFIG, OPT_VERSION, OPT_MODEL, OPT_FORMAT,
            OPT_KV, OPT_PROMPT, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_RAW, OPT_CTX, OPT_THREADS, OPT_TEXT,
            OPT_WINDOW, OPT_STRIDE, OPT_MAXEVAL, OPT_PROMPTS, OPT_AGREE, OPT_MANIFEST, OPT_SHAPES, OPT_M,
-           OPT_FORMATS, OPT_KERNELS, OPT_ITERS, OPT_JSON, OPT_DEVICE, OPT_PEAK };
+           OPT_FORMATS, OPT_KERNELS, OPT_ITERS, OPT_JSON, OPT_DEVICE, OPT_PEAK, OPT_OUT };
     static const struct option opts[] = {
         {"config", required_argument, NULL, OPT_CONFIG},
         {"policy", required_argument, NULL, OPT_POLICY},
@@ -510,6 +512,7 @@ int main(int argc, char **argv) {
         {"json", required_argument, NULL, OPT_JSON},
         {"device", required_argument, NULL, OPT_DEVICE},
         {"peak-tflops", required_argument, NULL, OPT_PEAK},
+        {"out", required_argument, NULL, OPT_OUT},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, OPT_VERSION},
@@ -540,6 +543,7 @@ int main(int argc, char **argv) {
         case OPT_JSON: c.gb_json = optarg; break;
         case OPT_DEVICE: c.gb_device = optarg; break;
         case OPT_PEAK: c.gb_peak = optarg; break;
+        case OPT_OUT: c.gb_out = optarg; break;
         case 'n':
             if (cli_parse_int("--max-tokens", optarg, 1, 1 << 20, &iv)) return EXIT_USAGE;
             c.max_tokens = (int)iv;

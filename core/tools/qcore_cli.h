@@ -32,7 +32,7 @@ typedef struct cli {
     int agree_tokens;
     const char *manifest;      /* --manifest FILE ("-" = none); default runs/<time>-<command>.json */
     /* gemm-bench options, parsed by cmd_gemm_bench (NULL = default) */
-    const char *gb_shapes, *gb_m, *gb_formats, *gb_kernels, *gb_iters, *gb_json, *gb_device, *gb_peak;
+    const char *gb_shapes, *gb_m, *gb_formats, *gb_kernels, *gb_iters, *gb_json, *gb_device, *gb_peak, *gb_out;
     const char *command;
     int gpu_table;             /* inspect: the GPU engine's table when a device opens */
     qc_config *cfg;

@@ -21,6 +21,7 @@
 #define GB_MAX_DIM (1L << 20)
 /* outputs are filled with this quiet NaN first, so an unwritten element shows */
 #define GB_POISON 0x7fc0deadu
+#define GB_POISON16 0xdeadu /* a bf16 output's poison (a finite -6.2e18 no check here produces) */
 /* words after the checked output that a kernel must leave alone */
 #define GB_GUARD 64
 /* |gpu - ref| <= GB_RTOL * |x_i|_2 * |w_j|_2: the scale of the dot product's
@@ -47,6 +48,8 @@ typedef struct gb_shape {
 typedef struct gb_bufs {
     void *x, *xb, *y, *xq, *xq_s;
     qc_devptr dx, dxb, dy, dxq, dxq_s;
+    void *yb;      /* --out bf16: "y.bf16" (host: the reference's, set by the check); NULL / 0 otherwise */
+    qc_devptr dyb;
     qc_devptr dwork; /* zero-filled workspace of the kernels that state one (qc_kernel_desc.workspace_bytes) */
     const qc_packed_weight *pw;
     qc_devptr dw[QC_MAX_WEIGHT_BUFFERS];
@@ -83,6 +86,7 @@ typedef struct gb {
     const qc_kernel_desc *only[GB_MAX_LIST]; /* --kernels; none = all */
     size_t n_only;
     int iters, device;
+    int out_bf16;         /* --out bf16: kernels that take "y.bf16" write bf16 there */
     double peak16, peak8; /* TFLOP/s for 16-bit and 8-bit (or narrower) activations */
     uint64_t seed;
     FILE *json_file;
@@ -342,6 +346,13 @@ static int parse_options(gb *b) {
     b->peak16 = 989;
     b->peak8 = 1979;
     if (c->gb_peak && parse_peak(b, c->gb_peak)) return -1;
+    if (c->gb_out) {
+        if (strcmp(c->gb_out, "bf16") != 0 && strcmp(c->gb_out, "f32") != 0) {
+            fprintf(stderr, GB ": --out needs f32 or bf16, got '%s'\n", c->gb_out);
+            return -1;
+        }
+        b->out_bf16 = strcmp(c->gb_out, "bf16") == 0;
+    }
     if (c->gb_kernels && each_token(b, "--kernels", c->gb_kernels, add_kernel)) return -1;
     if (c->gb_formats) {
         if (each_token(b, "--formats", c->gb_formats, add_format)) return -1;
@@ -517,6 +528,8 @@ static int build_args(const qc_kernel_desc *kd, const gb_bufs *bf, int host, int
             hp = bf->xq_s, dp = bf->dxq_s;
         } else if (strcmp(nm, "work") == 0) {
             hp = NULL, dp = bf->dwork; /* the C references take no workspace */
+        } else if (strcmp(nm, "y.bf16") == 0) {
+            hp = bf->yb, dp = bf->dyb; /* NULL / 0 without --out bf16: the kernel writes y */
         } else if (strncmp(nm, "w.", 2) == 0) {
             uint32_t j = 0;
             while (j < bf->pw->n_buffers && strcmp(bf->pw->buffers[j].name, nm + 2) != 0) j++;
@@ -540,8 +553,8 @@ static int build_args(const qc_kernel_desc *kd, const gb_bufs *bf, int host, int
             else if (strcmp(nm, "group_size") == 0)
                 val = bf->pw->group_size;
             else {
-                qc_errf(err, errlen, "parameter '%s' is not one gemm-bench binds (x, x.bf16, xq, xs, y, work, m, n, "
-                        "k, group_size, w.<buffer>)", nm);
+                qc_errf(err, errlen, "parameter '%s' is not one gemm-bench binds (x, x.bf16, xq, xs, y, y.bf16, work, "
+                        "m, n, k, group_size, w.<buffer>)", nm);
                 return -1;
             }
         }
@@ -693,6 +706,7 @@ static int ref_rows(const qc_kernel_desc *kd, const gb_bufs *bf, int64_t m, int6
         j->bf.x = (float *)bf->x + r0 * k;
         j->bf.xb = bf->xb ? (uint16_t *)bf->xb + r0 * k : NULL;
         j->bf.y = (float *)bf->y + r0 * n;
+        j->bf.yb = bf->yb ? (uint16_t *)bf->yb + r0 * n : NULL;
         j->rows = r1 - r0;
         j->n = n;
         j->k = k;
@@ -734,19 +748,27 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
                         char *err, size_t errlen) {
     int64_t n = s->n, k = s->k;
     size_t cnt = (size_t)(m * n), words = cnt + GB_GUARD;
+    /* --out bf16 with a kernel that takes y.bf16: its bf16 output (and the reference's) is compared as floats, y
+       must keep its poison, and the 2 GB_GUARD halves after the output theirs */
+    const int yb16 = b->out_bf16 && has_param(kd, "y.bf16");
+    const size_t hwords = cnt + 2 * GB_GUARD, ywords = (hwords + 1) / 2;
     float *ref = malloc(cnt * 4), *got = malloc(words * 4);
+    uint16_t *refb = yb16 ? malloc(cnt * 2) : NULL, *gotb = yb16 ? malloc(ywords * 4) : NULL;
+    size_t y_touched = 0;
     void *hxq = quant ? calloc((size_t)(m * k), 1) : NULL, *hxs = quant ? calloc(xs_count(m, k), 4) : NULL;
     gb_args da, qa;
     void *dargv[GB_MAX_ARGS];
     int rc = -1;
     const double rtol = is_fp8_act(f) ? GB_RTOL_FP8 : GB_RTOL;
     double t0 = qc_now_seconds();
-    if (!ref || !got || (quant && (!hxq || !hxs))) {
+    if (!ref || !got || (quant && (!hxq || !hxs)) || (yb16 && (!refb || !gotb))) {
         qc_errf(err, errlen, "out of host memory for the check (%zu outputs)", cnt);
         goto out;
     }
     for (size_t i = 0; i < cnt; i++) memcpy(&ref[i], &(uint32_t){GB_POISON}, 4);
+    for (size_t i = 0; yb16 && i < cnt; i++) refb[i] = GB_POISON16;
     bf->y = ref;
+    bf->yb = refb;
     bf->xq = hxq;
     bf->xq_s = hxs;
     if (!kd->reference || (quant && !quant->reference)) {
@@ -764,6 +786,8 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
      * rows elsewhere, and xq/xs are laid out per call: one call */
     int nt = f->act_scale == QC_GRAN_NONE && !quant ? n_threads(m) : 1;
     if (ref_rows(kd, bf, m, n, k, nt, err, errlen)) goto out;
+    for (size_t i = 0; yb16 && i < cnt; i++) /* the bf16 reference as floats; unwritten ones keep the f32 poison */
+        if (refb[i] != GB_POISON16) ref[i] = qc_bf16_to_f32(refb[i]);
     double t_ref = qc_now_seconds() - t0;
     qc_problem p = {.struct_size = sizeof p, .sm = (uint32_t)b->sm, .m = m, .n = n, .k = k,
                     .group_size = bf->pw->group_size, .scheme = bf->pw->scheme};
@@ -781,9 +805,27 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
     }
     if (build_args(kd, bf, 0, m, n, k, &da, dargv, err, errlen) ||
         qc_gpu_memset32(b->g, bf->dy, GB_POISON, words, err, errlen) ||
+        (yb16 && qc_gpu_memset32(b->g, bf->dyb, GB_POISON16 * 0x10001u, ywords, err, errlen)) ||
         qc_gpu_launch_kernel(b->g, kd, fn, &d, dargv, err, errlen) || qc_gpu_sync(b->g, err, errlen) ||
-        qc_gpu_download(b->g, got, bf->dy, words * 4, err, errlen))
+        qc_gpu_download(b->g, got, bf->dy, words * 4, err, errlen) ||
+        (yb16 && qc_gpu_download(b->g, gotb, bf->dyb, ywords * 4, err, errlen)))
         goto out;
+    if (yb16) { /* y must be untouched; got becomes the bf16 output as floats (poison where unwritten) */
+        for (size_t i = 0; i < words; i++) {
+            uint32_t u;
+            memcpy(&u, &got[i], 4);
+            y_touched += u != GB_POISON;
+        }
+        for (size_t i = 0; i < words; i++) {
+            const int in = i < cnt;
+            const int clean = in ? gotb[i] == GB_POISON16
+                                 : gotb[cnt + 2 * (i - cnt)] == GB_POISON16 && gotb[cnt + 2 * (i - cnt) + 1] == GB_POISON16;
+            if (clean)
+                memcpy(&got[i], &(uint32_t){GB_POISON}, 4);
+            else
+                got[i] = in ? qc_bf16_to_f32(gotb[i]) : 0.f;
+        }
+    }
     size_t unwritten_ref = 0, unwritten = 0, past = 0, bad = 0, first = 0, at = 0;
     double worst = 0, max_d = 0, num = 0, den = 0;
     for (size_t i = 0; i < words; i++) {
@@ -799,6 +841,7 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
         unwritten += u == GB_POISON;
         int64_t row = (int64_t)i / n, col = (int64_t)i % n;
         double lim = rtol * b->xn[row] * b->wn[col] + 1e-30, dd = fabs((double)got[i] - ref[i]);
+        if (yb16) lim += 0x1p-8 * fabs((double)ref[i]); /* both rounded to bf16: one ulp apart at a tie's edge */
         if (!isfinite(got[i]) || !isfinite(ref[i])) dd = INFINITY;
         if (isfinite(dd)) {
             num += dd * dd;
@@ -812,17 +855,19 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
         qc_errf(err, errlen, "the C reference left %zu of %zu outputs unwritten", unwritten_ref, cnt);
         goto out;
     }
-    rc = bad || past ? 1 : 0;
-    printf("check %-9s %-22s %-8s M=%lld: %zu outputs, max|d| %.2e, worst d/tol %.3g (at %zu), relL2 %.2e, tol %.0e*"
+    rc = bad || past || y_touched ? 1 : 0;
+    printf("check %-9s %-22s %-8s M=%lld: %zu outputs%s, max|d| %.2e, worst d/tol %.3g (at %zu), relL2 %.2e, tol %.0e*"
            "|x_i|*|w_j|%s%s; reference %.1f s on %d threads: %s\n",
-           fname(f), kd->id, s->name, (long long)m, cnt, max_d, worst, at, den > 0 ? sqrt(num / den) : 0.0, rtol,
-           quant ? "; activations by " : "", quant ? quant->id : "", t_ref, nt, rc ? "WRONG" : "ok");
+           fname(f), kd->id, s->name, (long long)m, cnt, yb16 ? " (bf16)" : "", max_d, worst, at,
+           den > 0 ? sqrt(num / den) : 0.0, rtol, quant ? "; activations by " : "", quant ? quant->id : "", t_ref, nt,
+           rc ? "WRONG" : "ok");
     if (bad)
         printf("  %zu outputs out of tolerance (%zu unwritten); first at %zu (row %lld, col %lld): gpu %.9g, "
                "reference %.9g\n",
                bad, unwritten, first, (long long)(first / (size_t)n), (long long)(first % (size_t)n),
                (double)got[first], (double)ref[first]);
     if (past) printf("  %zu of the %d words after the output were overwritten\n", past, GB_GUARD);
+    if (y_touched) printf("  y.bf16 given, yet %zu words of y (f32) were written\n", y_touched);
     json_t *c = row_base(f, kd, s, m, rc ? "WRONG" : "ok");
     json_object_set_new(c, "outputs", json_integer((json_int_t)cnt));
     json_set_num(c, "max_abs_diff", max_d);
@@ -831,14 +876,19 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
     json_object_set_new(c, "bad", json_integer((json_int_t)bad));
     json_object_set_new(c, "unwritten", json_integer((json_int_t)unwritten));
     json_object_set_new(c, "written_past_end", json_integer((json_int_t)past));
+    json_object_set_new(c, "out", json_string(yb16 ? "bf16" : "f32"));
+    if (yb16) json_object_set_new(c, "y_written_with_bf16_out", json_integer((json_int_t)y_touched));
     json_set_num(c, "rtol", rtol);
     if (quant) json_object_set_new(c, "quantizer", json_string(quant->id));
     json_array_append_new(b->checks, c);
 out:
     bf->y = NULL;
+    bf->yb = NULL;
     bf->xq = bf->xq_s = NULL;
     free(ref);
     free(got);
+    free(refb);
+    free(gotb);
     free(hxq);
     free(hxs);
     return rc;
@@ -985,13 +1035,14 @@ static void bench_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *k
         /* a W8A8 GEMM also reads the activation scales: one per token, or per group of the weight */
         double xs_bytes = w8a8 ? 4.0 * m * (bf->pw->group_size ? (double)((s->k + bf->pw->group_size - 1) /
                                                                            bf->pw->group_size) : 1.0) : 0.0;
-        double bytes = (double)weight_bytes(bf->pw) + (double)m * s->k * act_bytes + xs_bytes + (double)m * s->n * 4;
+        const int y_bytes = b->out_bf16 && has_param(kd, "y.bf16") ? 2 : 4;
+        double bytes = (double)weight_bytes(bf->pw) + (double)m * s->k * act_bytes + xs_bytes + (double)m * s->n * y_bytes;
         double hbm_us = bytes / b->bw * 1e6, mma_us = flops / peak * 1e6;
         double floor_us = hbm_us > mma_us ? hbm_us : mma_us;
         const char *bound = hbm_us >= mma_us ? "hbm" : "mma";
-        printf("%-9s %-22s %-8s %9lld %10.1f %8.2f %8.0f %9.1f %6.1f%% %s%s\n", fname(f), kd->id, s->name, (long long)m,
-               us, flops / us * 1e-6, bytes / us * 1e-3, floor_us, 100.0 * floor_us / us, bound,
-               wrong ? "  WRONG" : "");
+        printf("%-9s %-22s %-8s %9lld %10.1f %8.2f %8.0f %9.1f %6.1f%% %s%s%s\n", fname(f), kd->id, s->name,
+               (long long)m, us, flops / us * 1e-6, bytes / us * 1e-3, floor_us, 100.0 * floor_us / us, bound,
+               y_bytes == 2 ? "  y.bf16" : "", wrong ? "  WRONG" : "");
         /* with the quantizer: it reads x as bf16 (2 B) and writes the codes and scales the GEMM then reads */
         double q_bytes = bytes + (double)m * s->k * 3 + xs_bytes, q_hbm_us = q_bytes / b->bw * 1e6;
         double q_floor_us = q_hbm_us > mma_us ? q_hbm_us : mma_us;
@@ -1006,6 +1057,7 @@ static void bench_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *k
         json_set_num(r, "gbps", bytes / us * 1e-3);
         json_set_num(r, "bytes", bytes);
         json_object_set_new(r, "act_bytes", json_integer(act_bytes));
+        json_object_set_new(r, "out", json_string(y_bytes == 2 ? "bf16" : "f32"));
         json_set_num(r, "floor_hbm_us", hbm_us);
         json_set_num(r, "floor_mma_us", mma_us);
         json_set_num(r, "floor_us", floor_us);
@@ -1045,7 +1097,9 @@ static void bench_shape(gb *b, const gb_shape *s) {
         b->xn[i] = (float)sqrt(a);
     }
     size_t xbytes = (size_t)(b->max_m * k) * 4, ybytes = ((size_t)(b->max_m * n) + GB_GUARD) * 4;
-    qc_gpu_buf dx = {0}, dxb = {0}, dy = {0}, dxq = {0}, dxq_s = {0};
+    qc_gpu_buf dx = {0}, dxb = {0}, dy = {0}, dyb = {0}, dxq = {0}, dxq_s = {0};
+    /* --out bf16: bf16 outputs with 2 GB_GUARD halves after them, in whole words for the poison memset */
+    size_t ybbytes = ((size_t)(b->max_m * n) + 2 * GB_GUARD + 1) / 2 * 4;
     int need_bf16 = 0, need_xq = 0;
     for (size_t fi = 0; fi < b->n_formats; fi++) {
         const qc_kernel_desc *ks[GB_MAX_LIST];
@@ -1077,6 +1131,7 @@ static void bench_shape(gb *b, const gb_shape *s) {
         (need_bf16 &&
          qc_gpu_alloc(b->g, xbytes / 2, xbytes / 2, QC_MEM_ACTIVATIONS, "x.bf16", &dxb, err, sizeof err)) ||
         qc_gpu_alloc(b->g, ybytes, ybytes, QC_MEM_ACTIVATIONS, "y", &dy, err, sizeof err) ||
+        (b->out_bf16 && qc_gpu_alloc(b->g, ybbytes, ybbytes, QC_MEM_ACTIVATIONS, "y.bf16", &dyb, err, sizeof err)) ||
         (need_xq && (qc_gpu_alloc(b->g, xq_bytes, xq_bytes, QC_MEM_WORKSPACE, "xq", &dxq, err, sizeof err) ||
                      qc_gpu_alloc(b->g, xs_bytes, xs_bytes, QC_MEM_WORKSPACE, "xs", &dxq_s, err, sizeof err)))) {
         printf("shape %s: skipped: activations x %.0f MiB%s, y %.0f MiB%s (M up to %lld) do not fit: %s\n", s->name,
@@ -1115,8 +1170,8 @@ static void bench_shape(gb *b, const gb_shape *s) {
                pw.n_buffers);
         qc_gpu_buf dw[QC_MAX_WEIGHT_BUFFERS];
         memset(dw, 0, sizeof dw);
-        gb_bufs bf = {.x = b->xs, .xb = b->xbs, .dx = dx.ptr, .dxb = dxb.ptr, .dy = dy.ptr, .dxq = dxq.ptr,
-                      .dxq_s = dxq_s.ptr, .pw = &pw};
+        gb_bufs bf = {.x = b->xs, .xb = b->xbs, .dx = dx.ptr, .dxb = dxb.ptr, .dy = dy.ptr, .dyb = dyb.ptr,
+                      .dxq = dxq.ptr, .dxq_s = dxq_s.ptr, .pw = &pw};
         int up_ok = 1;
         for (uint32_t i = 0; i < pw.n_buffers && up_ok; i++) {
             char what[96];
@@ -1161,6 +1216,7 @@ out:
     qc_gpu_free(b->g, &dx);
     qc_gpu_free(b->g, &dxb);
     qc_gpu_free(b->g, &dy);
+    qc_gpu_free(b->g, &dyb);
     qc_gpu_free(b->g, &dxq);
     qc_gpu_free(b->g, &dxq_s);
 }

@@ -9,6 +9,7 @@
 
 #include "fp8_cuda_src.h" /* generated from cuda/ at build time: FP8_SRC_QUANT, _WGMMA, _GEMV, _GEMV_MMA, _GEMV_WG, _MMA */
 #include "fp8_internal.h"
+#include "qc_bf16.h"
 #include "qc_env_opts.h"
 #include "qc_split_k.h"
 
@@ -16,7 +17,8 @@
  * The W8A8 GPU contract (docs/formats/fp8.md section 8):
  *   1. an activation-quantization kernel turns x.bf16 [m,k] into "xq" (E4M3 codes [m,k], one byte each,
  *      row stride k) and "xs" (f32 scales: [m] per token, or [m, ceil(k/128)] per 1x128 group);
- *   2. a GEMM kernel takes "xq", "xs", the weight's "w.qweight" and "w.scales" and writes y f32 [m,n].
+ *   2. a GEMM kernel takes "xq", "xs", the weight's "w.qweight" and "w.scales" and writes y f32 [m,n]; the
+ *      wgmma GEMMs instead write bf16 bits to "y.bf16" [m,n] when the caller gives one (plugin.h).
  * Which quantization kernel goes with which scheme: channel (and 0) -> fp8.quant_act_token, block ->
  * fp8.quant_act_group, tensor_static and channel_static -> fp8.quant_act_static; tensor has none yet.
  * The C references of the two steps compose to the format's reference linears bit for bit (for x that
@@ -110,7 +112,7 @@ enum { MODE_CHANNEL = 0, MODE_TENSOR = 1, MODE_BLOCK = 2 };
  * W8A16 call (x16 != NULL) multiplies bf16 activations instead, with a_s = 1 and no product of
  * scales: y = sum * w_s, or acc = fmaf(sum_g, w_s, acc). */
 static void gemm_ref(int mode, const uint8_t *xq, const float *xs, const uint16_t *x16, const uint8_t *w,
-                     const float *ws, float *y, int64_t m, int64_t n, int64_t k) {
+                     const float *ws, float *y, uint16_t *yb, int64_t m, int64_t n, int64_t k) {
     if (m <= 0 || n <= 0) return;
     const int64_t G = mode == MODE_BLOCK ? FP8_BLOCK : (k > 0 ? k : 1), ng = cdiv(k, G), kb = cdiv(k, FP8_BLOCK);
     float lut[256];
@@ -133,24 +135,25 @@ static void gemm_ref(int mode, const uint8_t *xq, const float *xs, const uint16_
                     acc = x16 ? part * w_s : part * (xs[i] * w_s);
                 }
             }
-            y[i * n + j] = acc;
+            if (yb) yb[i * n + j] = qc_f32_to_bf16(acc); /* a bf16 output: y left alone */
+            else y[i * n + j] = acc;
         }
 }
 
 #define GEMM_REFS(name, mode)                                                                                     \
     static void name##_ref(const uint8_t *xq, const float *xs, const uint8_t *w, const float *ws, float *y,       \
                            int64_t m, int64_t n, int64_t k) {                                                      \
-        gemm_ref(mode, xq, xs, NULL, w, ws, y, m, n, k);                                                           \
+        gemm_ref(mode, xq, xs, NULL, w, ws, y, NULL, m, n, k);                                                     \
     }                                                                                                              \
     static void name##_w8a16_ref(const uint16_t *x, const uint8_t *w, const float *ws, float *y, int64_t m,       \
                                  int64_t n, int64_t k) {                                                           \
-        gemm_ref(mode, NULL, NULL, x, w, ws, y, m, n, k);                                                          \
+        gemm_ref(mode, NULL, NULL, x, w, ws, y, NULL, m, n, k);                                                    \
     }                                                                                                              \
-    /* the wgmma GEMMs' signature: the same, then their workspace (left alone) */                                 \
+    /* the wgmma GEMMs' signature: the same, then their workspace (left alone) and the optional bf16 output */     \
     static void name##_wg_ref(const uint8_t *xq, const float *xs, const uint8_t *w, const float *ws, float *y,    \
-                              int64_t m, int64_t n, int64_t k, void *work) {                                       \
+                              int64_t m, int64_t n, int64_t k, void *work, uint16_t *yb) {                         \
         (void)work;                                                                                                \
-        gemm_ref(mode, xq, xs, NULL, w, ws, y, m, n, k);                                                           \
+        gemm_ref(mode, xq, xs, NULL, w, ws, y, yb, m, n, k);                                                       \
     }
 GEMM_REFS(channel, MODE_CHANNEL)
 GEMM_REFS(tensor, MODE_TENSOR)
@@ -452,8 +455,8 @@ static const qc_kernel_param P_QUANT_STATIC[] = {
     {"xq", QC_PARAM_PTR}, {"xs", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR},   \
         {"y", QC_PARAM_PTR}, {"m", QC_PARAM_I64}, {"n", QC_PARAM_I64}, {"k", QC_PARAM_I64}
 static const qc_kernel_param P_W8A8[] = {W8A8_PARAMS};
-/* the wgmma GEMMs: P_W8A8, then their split-K workspace */
-static const qc_kernel_param P_W8A8_WG[] = {W8A8_PARAMS, {"work", QC_PARAM_PTR}};
+/* the wgmma GEMMs: P_W8A8, then their split-K workspace and the optional bf16 output */
+static const qc_kernel_param P_W8A8_WG[] = {W8A8_PARAMS, {"work", QC_PARAM_PTR}, {"y.bf16", QC_PARAM_PTR}};
 static const qc_kernel_param P_W8A16[] = {
     {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}, {"y", QC_PARAM_PTR},
     {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},

@@ -6,10 +6,11 @@
  * kernels' signature: x, w, y, m, n, k); fp8's per-token activation
  * quantizer "qc_fp8_quant_act_token" (x.bf16, xq, xs, m, k) and its channel
  * W8A8 GEMMs "qc_fp8_gemm_channel_wgmma" / "qc_fp8_gemv_channel" (xq, xs, w,
- * ws, y, m, n, k) compute what their C references do; any other launch
+ * ws, y, m, n, k; the wgmma one then work and y.bf16, written instead of y
+ * when given) compute what their C references do; any other launch
  * does nothing.
  * Environment: FAKE_CUDA_LINEAR=wrong adds 1 to y[0] of every linear (and W8A8 GEMM)
- * launch, =skip writes nothing; FAKE_CUDA_FREE_MIB sets the free memory
+ * launch, =skip writes nothing, =both writes y as well as a given y.bf16; FAKE_CUDA_FREE_MIB sets the free memory
  * cuMemGetInfo reports (default 16384).  Data operations on allocations of
  * 64 MiB or more are skipped (a benchmark's bandwidth and flush buffers) so
  * that they cost address space only.
@@ -191,8 +192,16 @@ static CUresult fp8_quant_token(void **params) {
     return OK;
 }
 
-/* fp8 channel W8A8 GEMM: y = (sum of decoded products) * (xs[i] * ws[j]) */
-static CUresult fp8_gemm_channel(void **params, int wrong) {
+/* round to nearest even (finite values) */
+static uint16_t bf16_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* fp8 channel W8A8 GEMM: y = (sum of decoded products) * (xs[i] * ws[j]); yb (may be NULL): bf16 there instead,
+   and with both also y */
+static CUresult fp8_gemm_channel(void **params, uint16_t *yb, int wrong, int both) {
     const uint8_t *xq = dptr(params[0]), *w = dptr(params[2]);
     const float *xs = dptr(params[1]), *ws = dptr(params[3]);
     float *y = dptr(params[4]);
@@ -201,9 +210,10 @@ static CUresult fp8_gemm_channel(void **params, int wrong) {
         for (int64_t j = 0; j < n; j++) {
             float acc = 0.f;
             for (int64_t t = 0; t < k; t++) acc += qc_fp8_e4m3_decode(xq[i * k + t]) * qc_fp8_e4m3_decode(w[j * k + t]);
-            y[i * n + j] = acc * (xs[i] * ws[j]);
+            float v = acc * (xs[i] * ws[j]) + (wrong && i == 0 && j == 0 ? 1.0f : 0.f);
+            if (yb) yb[i * n + j] = bf16_bits(v);
+            if (!yb || both) y[i * n + j] = v;
         }
-    if (wrong && m * n > 0) y[0] += 1.0f;
     return OK;
 }
 
@@ -215,7 +225,8 @@ EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, u
     if (strcmp(fn->entry, "qc_fp8_quant_act_token") == 0) return fp8_quant_token(params);
     if (strcmp(fn->entry, "qc_fp8_gemm_channel_wgmma") == 0 || strcmp(fn->entry, "qc_fp8_gemv_channel") == 0) {
         if (mode && strcmp(mode, "skip") == 0) return OK;
-        return fp8_gemm_channel(params, mode && strcmp(mode, "wrong") == 0);
+        uint16_t *yb = strcmp(fn->entry, "qc_fp8_gemm_channel_wgmma") == 0 ? dptr(params[9]) : NULL;
+        return fp8_gemm_channel(params, yb, mode && strcmp(mode, "wrong") == 0, mode && strcmp(mode, "both") == 0);
     }
     if (strncmp(fn->entry, "qc_bf16_linear", 14) != 0) return OK;
     if (mode && strcmp(mode, "skip") == 0) return OK;

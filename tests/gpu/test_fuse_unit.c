@@ -103,6 +103,32 @@ static const char *quant_of(int recipe) {
                                          : "w8a8_int8.quant_act";
 }
 
+/* SwiGLU's references with gate / up as bf16 bits (in_bf16 = 1) give, bit for bit, what they give from the same
+ * values as f32 (in_bf16 = 0): codes, scales, y and y.bf16.  Returns the number of differing elements. */
+static size_t swiglu_bf16_in_same(qc_runtime *rt, const float *gu, int64_t ld, int64_t m, int64_t n, int32_t rc) {
+    size_t cnt = (size_t)(m * n), ns = (size_t)(m * ((n + 127) / 128)), bad = 0;
+    float *gr = malloc((size_t)(m * ld) * 4), *y[2] = {malloc(cnt * 4), malloc(cnt * 4)};
+    float *xs[2] = {malloc(ns * 4), malloc(ns * 4)};
+    uint16_t *gb = malloc((size_t)(m * ld) * 2), *yb[2] = {malloc(cnt * 2), malloc(cnt * 2)};
+    uint8_t *xq[2] = {malloc(cnt), malloc(cnt)};
+    for (int64_t i = 0; i < m * ld; i++) gb[i] = qc_f32_to_bf16(gu[i]), gr[i] = qc_bf16_to_f32(gb[i]);
+    for (int32_t bf = 0; bf < 2; bf++) {
+        void *pg = bf ? (void *)gb : (void *)gr, *pu = bf ? (void *)(gb + n) : (void *)(gr + n), *py = y[bf],
+             *pyb = yb[bf], *pxq = xq[bf], *pxs = xs[bf];
+        memset(xs[bf], 0, ns * 4);
+        qc_named_arg a[] = {{"gate", &pg}, {"up", &pu},      {"ld", &ld}, {"xq", &pxq}, {"xs", &pxs},   {"y", &py},
+                            {"y.bf16", &pyb}, {"m", &m},     {"n", &n},   {"recipe", &rc}, {"in_bf16", &bf}};
+        call_ref(rt, "core.swiglu_quant", a, 11);
+    }
+    for (size_t i = 0; i < cnt; i++)
+        bad += (gt_bits(y[0][i]) != gt_bits(y[1][i]) && !(isnan(y[0][i]) && isnan(y[1][i]))) || yb[0][i] != yb[1][i] ||
+               xq[0][i] != xq[1][i];
+    for (size_t i = 0; i < ns; i++) bad += gt_bits(xs[0][i]) != gt_bits(xs[1][i]) && !(isnan(xs[0][i]) && isnan(xs[1][i]));
+    free(gr), free(gb);
+    for (int i = 0; i < 2; i++) free(y[i]), free(xs[i]), free(yb[i]), free(xq[i]);
+    return bad;
+}
+
 /* The core's fused references give, bit for bit, what the plugin's own
  * quantizer reference gives from the same bf16 values (y.bf16 of the fused
  * call), and the same y / y.bf16 as the plain kernels. */
@@ -132,6 +158,7 @@ static void refs_match_plugins(qc_runtime *rt, uint64_t *rng) {
                 void *px = x, *px2 = x2, *ph = h, *pw = w, *py = y, *pyb = yb, *py0 = y0, *pyb0 = yb0, *pxq = xq,
                      *pxs = xs, *nul = NULL, *pg = gu, *pu = gu + n;
                 const char *what = op == 2 ? "cast_quant" : op ? "swiglu_quant" : "add_rmsnorm_quant";
+                size_t bad_bf = 0; /* SwiGLU: bf16 gate / up against the same values as f32 */
                 if (op == 0) {
                     qc_named_arg a[] = {{"x", &px},   {"h", &ph},       {"weight", &pw}, {"idx", &nul},
                                         {"xq", &pxq}, {"xs", &pxs},     {"y", &py},      {"y.bf16", &pyb},
@@ -149,12 +176,15 @@ static void refs_match_plugins(qc_runtime *rt, uint64_t *rng) {
                     call_ref(rt, "core.cast_bf16", b, 3);
                     memcpy(y, x, cnt * 4), memcpy(y0, x, cnt * 4); /* no f32 output */
                 } else {
+                    int32_t f32_in = 0;
                     qc_named_arg a[] = {{"gate", &pg}, {"up", &pu}, {"ld", &ld}, {"xq", &pxq}, {"xs", &pxs},
-                                        {"y", &py},    {"y.bf16", &pyb}, {"m", &m}, {"n", &n}, {"recipe", &rc}};
-                    call_ref(rt, "core.swiglu_quant", a, 10);
+                                        {"y", &py},    {"y.bf16", &pyb}, {"m", &m}, {"n", &n}, {"recipe", &rc},
+                                        {"in_bf16", &f32_in}};
+                    call_ref(rt, "core.swiglu_quant", a, 11);
                     qc_named_arg b[] = {{"gate", &pg}, {"up", &pu}, {"ld", &ld}, {"y", &py0}, {"y.bf16", &pyb0},
-                                        {"m", &m},     {"n", &n}};
-                    call_ref(rt, "core.swiglu_ld", b, 7);
+                                        {"m", &m},     {"n", &n}, {"in_bf16", &f32_in}};
+                    call_ref(rt, "core.swiglu_ld", b, 8);
+                    bad_bf = swiglu_bf16_in_same(rt, gu, ld, m, n, rc);
                 }
                 void *pbf = yb, *ppq = pq, *pps = ps;
                 int64_t k = n;
@@ -173,6 +203,8 @@ static void refs_match_plugins(qc_runtime *rt, uint64_t *rng) {
                        (long long)n, quant_of(recipe), bad_q, bad_s, bad_y);
                 CHECK(bad_q == 0 && bad_s == 0 && bad_y == 0, "%s recipe %d m=%lld n=%lld: the fused reference differs",
                       what, recipe, (long long)m, (long long)n);
+                CHECK(bad_bf == 0, "%s recipe %d m=%lld n=%lld: from bf16 gate / up %zu outputs differ from f32 input",
+                      what, recipe, (long long)m, (long long)n, bad_bf);
                 if (recipe == QC_FUSE_INT8_TOKEN && m > 1)
                     CHECK(isnan(xs[1]) && xq[n] == 0, "int8: the non-finite row has scale %g, code %d", xs[1], xq[n]);
                 free(x), free(x2), free(h), free(w), free(gu), free(y), free(y0), free(yb), free(yb0), free(xq), free(pq);

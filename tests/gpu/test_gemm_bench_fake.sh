@@ -135,6 +135,18 @@ PY
 FAKE_CUDA_LINEAR=wrong run 1 fp8wrong -- --kernels fp8.gemm_channel_wgmma --shapes 32:256 --m 32 --iters 2
 has fp8wrong "outputs out of tolerance"
 has fp8wrong "1 WRONG"
+# --out bf16: the wgmma GEMM writes y.bf16 (checked as floats; y must keep its poison), the GEMV (no y.bf16) stays f32
+run 0 fp8bf -- --formats fp8 --kernels fp8.gemv_channel,fp8.gemm_channel_wgmma --shapes 32:256 --m 3,32 --iters 2 --out bf16
+has fp8bf "check fp8       fp8.gemm_channel_wgmma 32x256   M=17: 544 outputs (bf16), max"
+has fp8bf "check fp8       fp8.gemv_channel       32x256   M=3: 96 outputs, max"
+has fp8bf "% mma  y.bf16"
+has fp8bf "0 WRONG, 0 errors"
+FAKE_CUDA_LINEAR=both run 1 fp8both -- --formats fp8 --kernels fp8.gemm_channel_wgmma --shapes 32:256 --m 32 --iters 2 --out bf16
+has fp8both "y.bf16 given, yet 544 words of y (f32) were written"
+FAKE_CUDA_LINEAR=wrong run 1 fp8bfwrong -- --formats fp8 --kernels fp8.gemm_channel_wgmma --shapes 32:256 --m 32 --iters 2 --out bf16
+has fp8bfwrong "1 outputs out of tolerance"
+run 2 outbad -- --formats fp8 --shapes 32:256 --m 3 --out f16
+has outbad "--out needs f32 or bf16, got 'f16'"
 
 # a format without GPU kernels says so (the loader tests' plain plugin: a linear format
 # with a C kernel only, whatever the real plugins have grown by now)

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <math.h>
 
+#include "../../plugins/common/qc_bf16.h"
 #include "gpu_test.h"
 #include "nvrtc/nv_test.h"
 #include "qc_fp8_codec.h"
@@ -209,6 +210,48 @@ static int check_written(const char *label, const char *got, size_t count) {
 
 /* ---- correctness ---- */
 
+/* A kernel that takes "y.bf16" (the wgmma GEMMs), run again with it: bit for bit the bf16 rounding (nearest even)
+ * of its own f32 output `yf` from the run before (the same launch, so the same sums), every output written, nothing
+ * after them, and y left as poisoned.  dy: the y buffer (yc words + guards). */
+static void check_bf16_out(ctx *c, const kern *kn, qc_named_arg *ga, qc_gpu_buf *dy, const char *yf, int64_t m,
+                           int64_t n, int64_t k, const char *label) {
+    char err[512];
+    const size_t yc = (size_t)(m * n), halves = yc + 2 * GUARD_WORDS, words = (halves + 1) / 2;
+    qc_gpu_buf dyb = {0};
+    uint16_t *got = malloc(words * 4);
+    char *yafter = malloc(yc * 4 + GUARD_WORDS * 4);
+    qc_status st = qc_gpu_alloc(c->g, words * 4, words * 4, QC_MEM_ACTIVATIONS, "y.bf16", &dyb, err, sizeof err);
+    qc_named_arg a[11];
+    memcpy(a, ga, 10 * sizeof a[0]);
+    a[10] = (qc_named_arg){"y.bf16", &dyb.ptr};
+    if (st == QC_OK) st = qc_gpu_memset32(c->g, dy->ptr, GT_POISON, yc + GUARD_WORDS, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_memset32(c->g, dyb.ptr, GT_POISON, words, err, sizeof err);
+    if (st == QC_OK) st = launch(c, kn, a, 11, m, n, k, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_sync(c->g, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_download(c->g, got, dyb.ptr, words * 4, err, sizeof err);
+    if (st == QC_OK) st = qc_gpu_download(c->g, yafter, dy->ptr, yc * 4 + GUARD_WORDS * 4, err, sizeof err);
+    CHECK(st == QC_OK, "%s y.bf16: %s", label, err);
+    if (st == QC_OK) {
+        size_t first = 0, y_left = gt_unwritten(yafter, yc * 4 + GUARD_WORDS * 4, &first);
+        const uint16_t p16 = (uint16_t)(GT_POISON & 0xFFFFu), q16 = (uint16_t)(GT_POISON >> 16);
+        size_t diff = 0, unwritten = 0, past = 0, at = 0;
+        for (size_t i = 0; i < yc; i++) {
+            float v;
+            memcpy(&v, yf + 4 * i, 4);
+            unwritten += got[i] == (i % 2 ? q16 : p16);
+            if (got[i] != qc_f32_to_bf16(v) && !diff++) at = i;
+        }
+        for (size_t i = yc; i < 2 * words; i++) past += got[i] != (i % 2 ? q16 : p16);
+        printf("  %-52s y.bf16: %zu outputs, %zu differ from bf16(y), %zu unwritten, %zu halves past the end, y %s\n",
+               label, yc, diff, unwritten, past, y_left == yc + GUARD_WORDS ? "untouched" : "WRITTEN");
+        CHECK(diff == 0, "%s y.bf16: %zu outputs are not bf16 of its f32 output (first %zu)", label, diff, at);
+        CHECK(past == 0, "%s y.bf16: wrote %zu halves past the end", label, past);
+        CHECK(y_left == yc + GUARD_WORDS, "%s y.bf16: y written too (%zu words)", label, yc + GUARD_WORDS - y_left);
+    }
+    qc_gpu_free(c->g, &dyb);
+    free(got), free(yafter);
+}
+
 static void case_check(ctx *c, skern *sk, int s, int64_t m, int64_t n, int64_t k) {
     char err[512], label[160];
     const int64_t kb = cdiv(k, 128), nxs = s == S_BLOCK ? m * kb : m;
@@ -317,6 +360,7 @@ static void case_check(ctx *c, skern *sk, int s, int64_t m, int64_t n, int64_t k
         CHECK(st == QC_OK, "%s: %s", label, err);
         if (st != QC_OK) break;
         if (!check_written(label, ygot, yc)) continue;
+        if (kn == &sk->wgmma || kn == &sk->pair) check_bf16_out(c, kn, ga, &dy, ygot, m, n, k, label);
         for (int64_t r = 0; r < nr; r++) memcpy(sel + r * n, ygot + (size_t)(rows[r] * n) * 4, (size_t)n * 4);
         if (kn == &sk->w16)
             compare(label, RELL2_MAX, s, sel, ref16, rows, nr, n, k, xq_ref, xs_ref, x, qw, ws);

@@ -103,7 +103,8 @@ static size_t diff_f32(const float *a, const float *b, size_t n) {
     return d;
 }
 
-/* One case: op 0 add+RMSNorm (with h), 1 SwiGLU, 2 the cast of the attention output.  Checks, bit for bit:
+/* One case: op 0 add+RMSNorm (with h), 1 SwiGLU, 2 the cast of the attention output, 3 SwiGLU from bf16 gate / up
+ * (in_bf16 = 1: what a GEMM writing y.bf16 leaves).  Checks, bit for bit:
  *   the fused kernel's xq/xs = the plugin's GPU quantizer and its C reference on the fused kernel's own y.bf16;
  *   the fused kernel without y/y.bf16 (the engine's call) = with them;
  *   the plain kernel's y / y.bf16 (and x after the add) = the fused kernel's;
@@ -111,6 +112,9 @@ static size_t diff_f32(const float *a, const float *b, size_t n) {
 static void one_case(ctx *c, int op, int recipe, int64_t m, int64_t n, int reps) {
     char err[512];
     if (recipe != QC_FUSE_INT8_TOKEN && c->sm < 89) return; /* the fp8 quantizers need sm_89 */
+    int32_t bf = op == 3;
+    const char *opname = op == 3 ? "swiglu.bf16" : op == 2 ? "cast" : op ? "swiglu" : "add_rmsnorm";
+    if (op == 3) op = 1;
     int64_t ld = 2 * n, ns = recipe == QC_FUSE_E4M3_G128 ? (n + 127) / 128 : 1;
     size_t cnt = (size_t)(m * n), nsc = (size_t)(m * ns);
     dev d;
@@ -119,7 +123,7 @@ static void one_case(ctx *c, int op, int recipe, int64_t m, int64_t n, int reps)
     float *y = malloc(cnt * 4), *y2 = malloc(cnt * 4), *ry = malloc(cnt * 4), *xs = malloc(nsc * 4),
           *xs2 = malloc(nsc * 4), *ps = malloc(nsc * 4), *rs = malloc(nsc * 4), *xa = malloc(cnt * 4),
           *xb = malloc(cnt * 4);
-    uint16_t *yb = malloc(cnt * 2), *yb2 = malloc(cnt * 2), *ryb = malloc(cnt * 2);
+    uint16_t *yb = malloc(cnt * 2), *yb2 = malloc(cnt * 2), *ryb = malloc(cnt * 2), *gub = malloc((size_t)(m * ld) * 2);
     uint8_t *xq = malloc(cnt), *xq2 = malloc(cnt), *pq = malloc(cnt), *rq = malloc(cnt);
     for (size_t i = 0; i < cnt; i++) x[i] = 3.0f * qc_test_normal(&c->rng), h[i] = qc_test_normal(&c->rng);
     for (int64_t i = 0; i < n; i++) w[i] = 1.0f + 0.2f * qc_test_normal(&c->rng);
@@ -129,16 +133,17 @@ static void one_case(ctx *c, int op, int recipe, int64_t m, int64_t n, int reps)
     if (n >= 256)
         for (int64_t i = 128; i < 256; i++) x[i] = h[i] = gu[i] = 0.f;
     if (m > 2 && recipe == QC_FUSE_INT8_TOKEN) h[2 * n + 3] = INFINITY, gu[2 * ld + 3] = INFINITY, x[2 * n + 3] = INFINITY;
+    for (int64_t i = 0; i < m * ld; i++) gub[i] = qc_f32_to_bf16(gu[i]);
     gt_poison(ry, cnt * 4); /* cast_quant has no f32 output */
     char shape[96];
-    snprintf(shape, sizeof shape, "%s %s m=%lld n=%lld", op == 2 ? "cast" : op ? "swiglu" : "add_rmsnorm",
-             recipe_name(recipe),
+    snprintf(shape, sizeof shape, "%s %s m=%lld n=%lld", opname, recipe_name(recipe),
              (long long)m, (long long)n);
     if (alloc_all(c, &d, m, n, ld)) goto out;
     qc_status st = qc_gpu_upload(c->g, d.x0.ptr, x, cnt * 4, err, sizeof err);
     if (st == QC_OK) st = qc_gpu_upload(c->g, d.h.ptr, h, cnt * 4, err, sizeof err);
     if (st == QC_OK) st = qc_gpu_upload(c->g, d.w.ptr, w, (size_t)n * 4, err, sizeof err);
-    if (st == QC_OK) st = qc_gpu_upload(c->g, d.gu.ptr, gu, (size_t)(m * ld) * 4, err, sizeof err);
+    if (st == QC_OK && bf) st = qc_gpu_upload(c->g, d.gu.ptr, gub, (size_t)(m * ld) * 2, err, sizeof err);
+    else if (st == QC_OK) st = qc_gpu_upload(c->g, d.gu.ptr, gu, (size_t)(m * ld) * 4, err, sizeof err);
     qc_gpu_buf *po[] = {&d.y, &d.yb, &d.xq, &d.xs, &d.y2, &d.yb2, &d.xq2, &d.xs2, &d.pq, &d.ps};
     for (size_t i = 0; st == QC_OK && i < sizeof po / sizeof po[0]; i++)
         st = qc_gpu_memset32(c->g, po[i]->ptr, GT_POISON, po[i]->resident / 4, err, sizeof err);
@@ -146,7 +151,7 @@ static void one_case(ctx *c, int op, int recipe, int64_t m, int64_t n, int reps)
     if (st != QC_OK) goto out;
     float eps = 1e-5f;
     int32_t rc = recipe;
-    qc_devptr nul = 0, up = d.gu.ptr + (qc_devptr)n * 4;
+    qc_devptr nul = 0, up = d.gu.ptr + (qc_devptr)n * (bf ? 2 : 4);
     qc_problem p = {.struct_size = sizeof p, .m = m, .n = n};
     /* 1. fused, with y and y.bf16 */
     if (op == 0) {
@@ -179,14 +184,16 @@ static void one_case(ctx *c, int op, int recipe, int64_t m, int64_t n, int reps)
         if (run_id(c, "core.cast_bf16", a3, 3, &pc, 0) < 0) goto out;
     } else {
         qc_named_arg a[] = {{"gate", &d.gu.ptr}, {"up", &up},         {"ld", &ld}, {"xq", &d.xq.ptr}, {"xs", &d.xs.ptr},
-                            {"y", &d.y.ptr},     {"y.bf16", &d.yb.ptr}, {"m", &m}, {"n", &n},         {"recipe", &rc}};
-        if (run_id(c, "core.swiglu_quant", a, 10, &p, 0) < 0) goto out;
+                            {"y", &d.y.ptr},     {"y.bf16", &d.yb.ptr}, {"m", &m}, {"n", &n},         {"recipe", &rc},
+                            {"in_bf16", (void *)&bf}};
+        if (run_id(c, "core.swiglu_quant", a, 11, &p, 0) < 0) goto out;
         qc_named_arg a2[] = {{"gate", &d.gu.ptr}, {"up", &up}, {"ld", &ld}, {"xq", &d.xq2.ptr}, {"xs", &d.xs2.ptr},
-                             {"y", &nul},         {"y.bf16", &nul}, {"m", &m}, {"n", &n},       {"recipe", &rc}};
-        if (run_id(c, "core.swiglu_quant", a2, 10, &p, 0) < 0) goto out;
+                             {"y", &nul},         {"y.bf16", &nul}, {"m", &m}, {"n", &n},       {"recipe", &rc},
+                             {"in_bf16", (void *)&bf}};
+        if (run_id(c, "core.swiglu_quant", a2, 11, &p, 0) < 0) goto out;
         qc_named_arg a3[] = {{"gate", &d.gu.ptr}, {"up", &up}, {"ld", &ld}, {"y", &d.y2.ptr}, {"y.bf16", &d.yb2.ptr},
-                             {"m", &m},           {"n", &n}};
-        if (run_id(c, "core.swiglu_ld", a3, 7, &p, 0) < 0) goto out;
+                             {"m", &m},           {"n", &n}, {"in_bf16", (void *)&bf}};
+        if (run_id(c, "core.swiglu_ld", a3, 8, &p, 0) < 0) goto out;
     }
     /* 4. the plugin's quantizer on the fused kernel's y.bf16 */
     int64_t k = n;
@@ -212,13 +219,14 @@ static void one_case(ctx *c, int op, int recipe, int64_t m, int64_t n, int reps)
         float *xr = malloc(cnt * 4);
         memcpy(xr, x, cnt * 4);
         void *hx = xr, *hh = h, *hw = w, *hy = ry, *hyb = ryb, *hq = malloc(cnt), *hs = malloc(nsc * 4), *hn = NULL;
-        void *hg = gu, *hu = gu + n, *argv[16];
+        void *hg = bf ? (void *)gub : (void *)gu, *hu = bf ? (void *)(gub + n) : (void *)(gu + n), *argv[16];
         const char *rid = op == 2 ? "core.cast_quant" : op ? "core.swiglu_quant" : "core.add_rmsnorm_quant";
         const qc_kernel_desc *rk = qc_kernel_find(c->rt, rid);
         qc_named_arg ar[] = {{"x", &hx},     {"h", &hh},  {"weight", &hw}, {"idx", &hn}, {"xq", &hq},
                              {"xs", &hs},    {"y", &hy},  {"y.bf16", &hyb}, {"m", &m},   {"n", &n},
-                             {"eps", &eps},  {"recipe", &rc}, {"gate", &hg}, {"up", &hu}, {"ld", &ld}};
-        st = qc_kernel_bind(rk, ar, 15, argv, 16, err, sizeof err);
+                             {"eps", &eps},  {"recipe", &rc}, {"gate", &hg}, {"up", &hu}, {"ld", &ld},
+                             {"in_bf16", (void *)&bf}};
+        st = qc_kernel_bind(rk, ar, 16, argv, 16, err, sizeof err);
         if (st == QC_OK) st = qc_kernel_call_reference(rk, argv, err, sizeof err);
         CHECK(st == QC_OK, "%s reference: %s", rid, err);
         free(xr), free(hq), free(hs);
@@ -248,8 +256,8 @@ static void one_case(ctx *c, int op, int recipe, int64_t m, int64_t n, int reps)
         /* timings: the plain kernel + the plugin's quantizer (what the engine ran) vs the fused one */
         double t_plain, t_q, t_f;
         qc_named_arg aq2[] = {{"x.bf16", &d.yb2.ptr}, {"xq", &d.pq.ptr}, {"xs", &d.ps.ptr}, {"m", &m}, {"k", &k}};
-        /* swiglu: g, u read; norm: x, h read, x written; cast: x read */
-        double in_b = op == 2 ? (double)cnt * 4 : op ? (double)cnt * 8 : (double)cnt * 12;
+        /* swiglu: g, u read (bf16: half); norm: x, h read, x written; cast: x read */
+        double in_b = op == 2 ? (double)cnt * 4 : op ? (double)cnt * (bf ? 4 : 8) : (double)cnt * 12;
         double plain_out = op == 2 ? 2.0 : 6.0; /* y.bf16 (and y f32) */
         if (op == 2) {
             int64_t count = m * n;
@@ -269,11 +277,12 @@ static void one_case(ctx *c, int op, int recipe, int64_t m, int64_t n, int reps)
             t_f = run_id(c, "core.add_rmsnorm_quant", a2, 12, &p, reps);
         } else {
             qc_named_arg a3[] = {{"gate", &d.gu.ptr}, {"up", &up}, {"ld", &ld}, {"y", &d.y2.ptr}, {"y.bf16", &d.yb2.ptr},
-                                 {"m", &m},           {"n", &n}};
+                                 {"m", &m},           {"n", &n}, {"in_bf16", (void *)&bf}};
             qc_named_arg a2[] = {{"gate", &d.gu.ptr}, {"up", &up}, {"ld", &ld}, {"xq", &d.xq2.ptr}, {"xs", &d.xs2.ptr},
-                                 {"y", &nul},         {"y.bf16", &nul}, {"m", &m}, {"n", &n},       {"recipe", &rc}};
-            t_plain = run_id(c, "core.swiglu_ld", a3, 7, &p, reps);
-            t_f = run_id(c, "core.swiglu_quant", a2, 10, &p, reps);
+                                 {"y", &nul},         {"y.bf16", &nul}, {"m", &m}, {"n", &n},       {"recipe", &rc},
+                                 {"in_bf16", (void *)&bf}};
+            t_plain = run_id(c, "core.swiglu_ld", a3, 8, &p, reps);
+            t_f = run_id(c, "core.swiglu_quant", a2, 11, &p, reps);
         }
         t_q = run_id(c, quant_of(recipe), aq2, 5, &pk, reps);
         double plain_b = in_b + (double)cnt * plain_out, q_b = (double)cnt * 3, f_b = in_b + (double)cnt;
@@ -287,7 +296,7 @@ static void one_case(ctx *c, int op, int recipe, int64_t m, int64_t n, int reps)
 out:
     free_all(c, &d);
     free(x), free(h), free(w), free(gu), free(y), free(y2), free(ry), free(xs), free(xs2), free(ps), free(rs);
-    free(xa), free(xb), free(yb), free(yb2), free(ryb), free(xq), free(xq2), free(pq), free(rq);
+    free(xa), free(xb), free(yb), free(yb2), free(ryb), free(xq), free(xq2), free(pq), free(rq), free(gub);
 }
 
 
@@ -388,8 +397,8 @@ int main(void) {
     c.rng = gt_seed(TEST);
     if (c.rt) {
         for (int recipe = QC_FUSE_E4M3_TOKEN; recipe <= QC_FUSE_INT8_TOKEN; recipe++)
-            for (int op = 0; op < 3; op++) {
-                int64_t big = op == 1 ? 14336 : 4096; /* Llama-3-8B: hidden (norm, attention output), intermediate */
+            for (int op = 0; op < 4; op++) {
+                int64_t big = op == 1 || op == 3 ? 14336 : 4096; /* Llama-3-8B: hidden (norm, attention output), intermediate */
                 one_case(&c, op, recipe, 1, big, 0);
                 one_case(&c, op, recipe, 37, 336, 0);  /* a short last group, 3 chunks of 32 per warp slot */
                 one_case(&c, op, recipe, 5, 16384, 0); /* the largest fused row */

@@ -593,25 +593,28 @@ static void case_qkv_rope_kv(ctx *c, int64_t m, int32_t heads, int32_t kvh, int3
     free(kref), free(kgot), free(vref), free(vgot);
 }
 
-static void case_swiglu_ld(ctx *c, int64_t m, int64_t n) {
+/* bf: gate / up as bf16 bits (in_bf16 = 1, what a GEMM writing y.bf16 leaves) */
+static void case_swiglu_ld(ctx *c, int64_t m, int64_t n, int32_t bf) {
     int64_t ld = 2 * n;
     size_t cnt = (size_t)(m * n);
     float *gu = alloc_f32((size_t)(m * ld)), *ref = alloc_f32(cnt), *got = alloc_f32(cnt);
-    uint16_t *refb = alloc_u16(cnt), *gotb = alloc_u16(cnt);
+    uint16_t *refb = alloc_u16(cnt), *gotb = alloc_u16(cnt), *gub = alloc_u16((size_t)(m * ld));
     fill_normal(c, gu, (size_t)(m * ld), 2.0f);
-    tbuf b[] = {{"gate", gu, (size_t)(m * ld) * 4, 0, NULL, NULL, {0}},
-                {"up", gu + n, (size_t)(m * ld - n) * 4, 0, NULL, NULL, {0}},
+    for (int64_t i = 0; i < m * ld; i++) gub[i] = qc_f32_to_bf16(gu[i]);
+    size_t es = bf ? 2 : 4;
+    tbuf b[] = {{"gate", bf ? (void *)gub : (void *)gu, (size_t)(m * ld) * es, 0, NULL, NULL, {0}},
+                {"up", bf ? (void *)(gub + n) : (void *)(gu + n), (size_t)(m * ld - n) * es, 0, NULL, NULL, {0}},
                 {"y", ref, cnt * 4, 1, got, NULL, {0}},
                 {"y.bf16", refb, cnt * 2, 1, gotb, NULL, {0}}};
-    qc_named_arg s[] = {{"ld", &ld}, {"m", &m}, {"n", &n}};
-    kcase kc = {"core.swiglu_ld", b, 4, s, 3, {.struct_size = sizeof(qc_problem), .m = m, .n = n}, 1, 0, 0};
+    qc_named_arg s[] = {{"ld", &ld}, {"m", &m}, {"n", &n}, {"in_bf16", &bf}};
+    kcase kc = {"core.swiglu_ld", b, 4, s, 4, {.struct_size = sizeof(qc_problem), .m = m, .n = n}, 1, 0, 0};
     char shape[64];
-    snprintf(shape, sizeof shape, "m=%lld n=%lld", (long long)m, (long long)n);
+    snprintf(shape, sizeof shape, "m=%lld n=%lld%s", (long long)m, (long long)n, bf ? " bf16 in" : "");
     if (run_both(c, &kc) == 0) {
         compare_f32(kc.id, shape, got, ref, cnt, 1e-7, 1e-6);
         compare_bf16(kc.id, shape, gotb, refb, cnt, 1);
     }
-    free(gu), free(ref), free(got), free(refb), free(gotb);
+    free(gu), free(ref), free(got), free(refb), free(gotb), free(gub);
 }
 
 static void case_cast_fill(ctx *c, int64_t count, int reps) {
@@ -684,8 +687,11 @@ int main(void) {
         /* a Llama-3-8B prefill (2048 tokens, 32 / 8 heads of 128) and a batch-1 step, timed */
         case_qkv_rope_kv(&c, 2048, 32, 8, 128, 1, 0, 0, 20);
         case_qkv_rope_kv(&c, 1, 32, 8, 128, 1, 0, 0, 20);
-        case_swiglu_ld(&c, 1, 14336);
-        case_swiglu_ld(&c, 37, 1536);
+        case_swiglu_ld(&c, 1, 14336, 0);
+        case_swiglu_ld(&c, 37, 1536, 0);
+        case_swiglu_ld(&c, 1, 14336, 1);
+        case_swiglu_ld(&c, 37, 1536, 1);
+        case_swiglu_ld(&c, 5, 1001, 1); /* n % 4: the scalar loop */
         case_cast_fill(&c, 100002, 0); /* even: the guard words after a u16 output stay aligned */
         case_cast_fill(&c, 1030, 0);   /* a tail of 2 after the 4-element chunks */
         case_cast_fill(&c, 2048 * 4096, 20); /* the attention output of a 2048-token prefill, timed */

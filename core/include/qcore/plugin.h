@@ -197,7 +197,12 @@ typedef enum qc_param_type {
 
 /* One parameter of a kernel.  `name` binds it to the caller's arguments:
  * conventional names for linear kernels are "x", "y", "m", "n", "k",
- * "group_size" and "w.<buffer name>" for the packed weight's buffers. */
+ * "group_size" and "w.<buffer name>" for the packed weight's buffers.
+ * A linear kernel may also take "y.bf16" (QC_PARAM_PTR, an optional
+ * output): when the caller gives a non-NULL pointer the kernel writes y
+ * there as bf16 bits (round to nearest even) and leaves "y" alone; NULL or
+ * not given (qc_kernel_bind passes NULL): it writes y as f32.  The GPU
+ * engine gives it where the next kernel reads bf16 (SwiGLU after gate_up). */
 typedef struct qc_kernel_param {
     const char *name;   /* plugin-owned, static */
     qc_param_type type;

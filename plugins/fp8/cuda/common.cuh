@@ -10,6 +10,13 @@ struct __align__(64) QcTmap { u64 opaque[16]; };
 #define QC_FP8_BLOCK 128
 
 __device__ __forceinline__ float qc_bf16_f32(u32 h) { return __uint_as_float(h << 16); }
+/* two f32 -> bf16x2 (lo in the low half), nearest even as qc_f32_to_bf16 (plugins/common/qc_bf16.h) for finite
+   values; cvt's second operand fills the low half */
+__device__ __forceinline__ u32 qc_bf16x2(float lo, float hi) {
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
 
 /* Scale of a range with absolute maximum amax: amax/448 (IEEE division), 1 for a zero range (docs/formats/fp8.md) */
 __device__ __forceinline__ float qc_scale_of(float amax) {

@@ -25,6 +25,8 @@
  * accumulation inside a stage).  With BN 192 or 160 a tile's columns may span two 128-column weight
  * blocks, split at a multiple of 32 (tiles start at multiples of 32): two scale pairs per stage.
  */
+/* Output: y [m, n] f32, or with yb given (the optional "y.bf16" parameter) bf16 bits there and y left alone: half the
+ * bytes for a consumer that reads bf16 (the engine's SwiGLU after gate_up). */
 /* Build options (A/B runs through QC_FP8_WGMMA_OPTS, fp8_kernels.c):
  *   FP8_SCALE_AHEAD 1 (block mode; default): a stage's four scales are loaded one stage before its promotion;
  *     0: at the stage, just before its wait (H200, s7: 2-8% slower on every shape).
@@ -217,7 +219,7 @@ __device__ __forceinline__ void qc_promote_split(float *tot, const float *acc, f
 template <int BN, int ST>
 __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw, const float *xs, const float *ws,
                                             float *y, long long m, long long n, long long k, unsigned char *smem,
-                                            unsigned long long *bars, float *sws, float *work) {
+                                            unsigned long long *bars, float *sws, float *work, u16 *yb) {
     const unsigned STAGE = WG_A_BYTES + BN * WG_BK;
     const unsigned base = (qc_smem(smem) + 1023u) & ~1023u; /* the 128-byte swizzle repeats every 1024 B */
     const unsigned full = qc_smem(bars), empty = full + 8 * ST;
@@ -400,6 +402,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             if (issued) issue(s, true);
             const long long cb = tn * BN + 2 * (lane & 3);
             float *y0 = y + r0 * n, *y1 = y + r1 * n;
+            u16 *yb0 = yb + r0 * n, *yb1 = yb + r1 * n; /* used only when yb is given */
             /* split-K: the warpgroup's partial sums to its slot; the last split of the tile to arrive (a counter
                per tile and warpgroup) adds the slots in split order (the same sum whichever block is last),
                stores, and puts the counter back to zero.  tot only: acc belongs to the next tile's stage. */
@@ -440,8 +443,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 const long long cn = cb + 8 * j;
                 if (store && cn < n && (!FP8_SKIP_EPI || k < 0)) {
 #if FP8_MODE == 2
-                    if (r0 < m) *(float2 *)(y0 + cn) = make_float2(tot[4 * j], tot[4 * j + 1]);
-                    if (r1 < m) *(float2 *)(y1 + cn) = make_float2(tot[4 * j + 2], tot[4 * j + 3]);
+                    const float v00 = tot[4 * j], v01 = tot[4 * j + 1], v10 = tot[4 * j + 2], v11 = tot[4 * j + 3];
 #else
 #if FP8_MODE == 1
                     const float w0 = wt, w1 = wt;
@@ -450,9 +452,16 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                     const float w0 = wv.x, w1 = wv.y;
 #endif
                     /* y = sum * (a_s * w_s): the scale product first, as the reference */
-                    if (r0 < m) *(float2 *)(y0 + cn) = make_float2(tot[4 * j] * (f0 * w0), tot[4 * j + 1] * (f0 * w1));
-                    if (r1 < m) *(float2 *)(y1 + cn) = make_float2(tot[4 * j + 2] * (f1 * w0), tot[4 * j + 3] * (f1 * w1));
+                    const float v00 = tot[4 * j] * (f0 * w0), v01 = tot[4 * j + 1] * (f0 * w1);
+                    const float v10 = tot[4 * j + 2] * (f1 * w0), v11 = tot[4 * j + 3] * (f1 * w1);
 #endif
+                    if (yb) { /* bf16 out (half the bytes), rounded as the reference: nearest even */
+                        if (r0 < m) *(u32 *)(yb0 + cn) = qc_bf16x2(v00, v01);
+                        if (r1 < m) *(u32 *)(yb1 + cn) = qc_bf16x2(v10, v11);
+                    } else {
+                        if (r0 < m) *(float2 *)(y0 + cn) = make_float2(v00, v01);
+                        if (r1 < m) *(float2 *)(y1 + cn) = make_float2(v10, v11);
+                    }
                 }
             }
             /* The next tile's first stage, issued before the epilogue, is waited for here, where the epilogue has
@@ -484,7 +493,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #endif
 extern "C" __global__ void __launch_bounds__(384, 1) QC_FP8_CLUSTER_ATTR QC_ENTRY(const u8 *xq, const float *xs, const u8 *w,
                                                               const float *ws, float *y, long long m, long long n,
-                                                              long long k, float *work,
+                                                              long long k, float *work, u16 *yb,
                                                               const __grid_constant__ QcTmap tmx,
                                                               const __grid_constant__ QcTmap tmw) {
     extern __shared__ __align__(1024) unsigned char smem[];
@@ -496,12 +505,15 @@ extern "C" __global__ void __launch_bounds__(384, 1) QC_FP8_CLUSTER_ATTR QC_ENTR
     if (blockIdx.y > 0 && (!work || k <= 0)) return; /* no workspace: unsplit, blockIdx.y 0 takes all of K */
     if (k <= 0) {
         for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < m * n;
-             i += (long long)gridDim.x * blockDim.x) y[i] = 0.f;
+             i += (long long)gridDim.x * blockDim.x) {
+            if (yb) yb[i] = 0;
+            else y[i] = 0.f;
+        }
         return;
     }
     switch (qc_wg_bn(m, n)) {
-    case 192: qc_fp8_gemm<192, FP8_ST192>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work); break;
-    case 160: qc_fp8_gemm<160, FP8_ST160>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work); break;
-    default: qc_fp8_gemm<128, FP8_ST128>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work); break;
+    case 192: qc_fp8_gemm<192, FP8_ST192>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work, yb); break;
+    case 160: qc_fp8_gemm<160, FP8_ST160>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work, yb); break;
+    default: qc_fp8_gemm<128, FP8_ST128>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work, yb); break;
     }
 }
