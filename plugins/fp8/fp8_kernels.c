@@ -183,7 +183,7 @@ static int g_fp8_eff[3] = {100, 96, 90};
  * pairs that share W), whose walk rounds the row tiles up to pairs. */
 static void fp8_wgmma_plan(int64_t m, int64_t n, int paired, int *bn, int *stages, uint32_t *smem_bytes,
                            int64_t *tiles) {
-    static const int bns[3] = {192, 160, 128}, sts[3] = {5, 6, 6};
+    static const int bns[3] = {192, 160, 128}, sts[3] = {4, 5, 5};
     const int *eff = g_fp8_eff;
     int64_t tm = m > 0 ? cdiv(m, WG_BM) : 0, best = -1;
     if (paired) tm = (tm + 1) & ~(int64_t)1;
@@ -198,7 +198,9 @@ static void fp8_wgmma_plan(int64_t m, int64_t n, int paired, int *bn, int *stage
     }
     *bn = bns[pick];
     *stages = sts[pick];
-    *smem_bytes = (uint32_t)sts[pick] * (WG_BM * WG_BK + (uint32_t)bns[pick] * WG_BK) + 1024;
+    /* the ring, then the bf16 output's staging: 128 rows of BN * 2 + 16 bytes (cuda/wgmma.cu, WG_STG_PAD) */
+    *smem_bytes = (uint32_t)sts[pick] * (WG_BM * WG_BK + (uint32_t)bns[pick] * WG_BK) +
+                  (uint32_t)WG_BM * ((uint32_t)bns[pick] * 2 + 16) + 1024;
     *tiles = n > 0 ? tm * cdiv(n, bns[pick]) : 0;
 }
 /* Split-K across blocks (grid.y; the device reads gridDim.y, so the rule lives only here): when the tiles do not

@@ -691,7 +691,8 @@ int main(void) {
         case_swiglu_ld(&c, 37, 1536, 0);
         case_swiglu_ld(&c, 1, 14336, 1);
         case_swiglu_ld(&c, 37, 1536, 1);
-        case_swiglu_ld(&c, 5, 1001, 1); /* n % 4: the scalar loop */
+        case_swiglu_ld(&c, 5, 1002, 1); /* n % 4: the scalar loop (an even count: the guard check reads whole words) */
+        case_swiglu_ld(&c, 5, 1002, 0);
         case_cast_fill(&c, 100002, 0); /* even: the guard words after a u16 output stay aligned */
         case_cast_fill(&c, 1030, 0);   /* a tail of 2 after the 4-element chunks */
         case_cast_fill(&c, 2048 * 4096, 20); /* the attention output of a 2048-token prefill, timed */

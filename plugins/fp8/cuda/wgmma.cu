@@ -12,7 +12,7 @@
  * sum is promoted into f32 registers `tot` by the CUDA cores -- DeepSeek-V3's recipe, CUTLASS's
  * GmmaFP8Accumulation with a promotion interval of 4 k32 MMAs, cuBLASLt without fast accumulation.
  * Two 64 x BN register sets (acc, tot) per thread bound the tile: BN 192 (96 + 96 registers of the
- * 232 a consumer gets), 160 or 128, whichever fills the last wave of tiles best; 256 would need 256
+ * 240 a consumer gets), 160 or 128, whichever fills the last wave of tiles best; 256 would need 256
  * registers.  A consumer waits for its own group
  * before promoting, and the other consumer's group keeps the tensor cores busy meanwhile (DeepGEMM's
  * arrangement); the stage goes back to the producer as soon as the group that read it has retired.
@@ -26,7 +26,11 @@
  * blocks, split at a multiple of 32 (tiles start at multiples of 32): two scale pairs per stage.
  */
 /* Output: y [m, n] f32, or with yb given (the optional "y.bf16" parameter) bf16 bits there and y left alone: half the
- * bytes for a consumer that reads bf16 (the engine's SwiGLU after gate_up). */
+ * bytes for a consumer that reads bf16 (the engine's SwiGLU after gate_up).  bf16 rows (n % 8 == 0) leave through
+ * shared memory: each warp writes its 16 rows of the tile into a staging area (rows of BN * 2 + 16 bytes: the pad
+ * puts a warp's 8 rows on different banks) and lanes 0-15 copy one row each to y with cp.async.bulk, which runs
+ * while the next tile's stages are computed; written straight from the registers, 4 bytes a lane, each row got 16
+ * bytes of a 32-byte sector per store and the GEMM ran slower than with f32 rows (H200, session 18). */
 /* Build options (A/B runs through QC_FP8_WGMMA_OPTS, fp8_kernels.c):
  *   FP8_SCALE_AHEAD 1 (block mode; default): a stage's four scales are loaded one stage before its promotion;
  *     0: at the stage, just before its wait (H200, s7: 2-8% slower on every shape).
@@ -38,19 +42,20 @@
 /*   FP8_PROMOTE P (channel and tensor modes; default 1): the wgmma accumulator runs over P 128-K stages before
  *     it is promoted into f32, so a warpgroup waits for its own wgmma group once per P stages (the block mode
  *     needs each 128-K group's own scales: always 1). */
-/*   FP8_ST192, FP8_ST160, FP8_ST128: ring stages per tile width (defaults 5, 6, 6: what the host sizes the
- *     shared memory for, see fp8_wgmma_plan; fewer are allowed, for A/B runs of the ring's depth). */
+/*   FP8_ST192, FP8_ST160, FP8_ST128: ring stages per tile width (defaults 4, 5, 5: what the host sizes the
+ *     shared memory for beside the bf16 staging, see fp8_wgmma_plan; fewer are allowed, for A/B runs of the ring's
+ *     depth; 4 ran as fast as 5 at 128 and 192 columns, H200 session 17 call 9). */
 #ifndef FP8_ST192
-#define FP8_ST192 5
+#define FP8_ST192 4
 #endif
 #ifndef FP8_ST160
-#define FP8_ST160 6
+#define FP8_ST160 5
 #endif
 #ifndef FP8_ST128
-#define FP8_ST128 6
+#define FP8_ST128 5
 #endif
-#if FP8_ST192 > 5 || FP8_ST160 > 6 || FP8_ST128 > 6 || FP8_ST192 < 2 || FP8_ST160 < 2 || FP8_ST128 < 2
-#error "FP8_ST*: 2 up to the stages the host sizes shared memory for (5, 6, 6)"
+#if FP8_ST192 > 4 || FP8_ST160 > 5 || FP8_ST128 > 5 || FP8_ST192 < 2 || FP8_ST160 < 2 || FP8_ST128 < 2
+#error "FP8_ST*: 2 up to the stages the host sizes shared memory for (4, 5, 5)"
 #endif
 #ifndef FP8_PROMOTE
 #define FP8_PROMOTE 1
@@ -92,6 +97,18 @@
 #if FP8_CLUSTER != 1 && FP8_CLUSTER != 2
 #error "FP8_CLUSTER: 1 or 2"
 #endif
+/* Registers after setmaxnreg (producer, each consumer; 128 x 24 + 256 x 240 = 64512 of 65536): the staged bf16 rows'
+   addressing did not fit 232 beside acc and tot (a spill); the pair builds' producer needs 40, and they store bf16
+   rows straight from the registers (the staging's registers spilled there at 232). */
+#if FP8_CLUSTER == 1
+#define FP8_STAGED_OUT 1
+#define FP8_REG_PRODUCER "24"
+#define FP8_REG_CONSUMER "240"
+#else
+#define FP8_STAGED_OUT 0
+#define FP8_REG_PRODUCER "40"
+#define FP8_REG_CONSUMER "232"
+#endif
 #define WG_SMS 132
 #define WG_BM 128
 #define WG_BK 128 /* K elements (= bytes) per stage */
@@ -100,6 +117,7 @@
 #define WG_BOX_ROWS 32 /* rows of W per TMA box (keep in step with MAPS_W8A8 in fp8_kernels.c) */
 #define WG_BOX_B_BYTES (WG_BOX_ROWS * WG_BK)
 #define WG_SW 192 /* column scales per buffer: the widest tile */
+#define WG_STG_PAD 16 /* bytes after each staged bf16 row (keep in step with fp8_wgmma_plan) */
 
 /* tile width: the one whose waves of WG_SMS tiles carry the most useful columns, weighted by how fast
    a tile of that width runs (FP8_EFF192 / 160 / 128, the host's QC_FP8_BN_EFF when set); keep in step with
@@ -136,6 +154,14 @@ __device__ __forceinline__ u64 qc_desc(unsigned addr) {
 /* the same from its low word: address field | LBO, so that per-step offsets stay 32-bit adds */
 __device__ __forceinline__ unsigned qc_desc_lo(unsigned addr) { return ((addr & 0x3FFFFu) >> 4) | (1u << 16); }
 __device__ __forceinline__ u64 qc_desc_of(unsigned lo) { return (u64)lo | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62); }
+/* the bf16 output path's pieces: a 4-byte shared store, and one row (bytes % 16 == 0) from shared to global memory */
+__device__ __forceinline__ void qc_sts32(unsigned addr, u32 v) {
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void qc_bulk_store(void *dst, unsigned src, unsigned bytes) {
+    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
+                 : "memory");
+}
 __device__ __forceinline__ void qc_wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void qc_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void qc_wg_wait() {
@@ -220,7 +246,7 @@ template <int BN, int ST>
 __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw, const float *xs, const float *ws,
                                             float *y, long long m, long long n, long long k, unsigned char *smem,
                                             unsigned long long *bars, float *sws, float *work, u16 *yb) {
-    const unsigned STAGE = WG_A_BYTES + BN * WG_BK;
+    const unsigned STAGE = WG_A_BYTES + BN * WG_BK, RS = BN * 2 + WG_STG_PAD; /* RS: a staged bf16 row */
     const unsigned base = (qc_smem(smem) + 1023u) & ~1023u; /* the 128-byte swizzle repeats every 1024 B */
     const unsigned full = qc_smem(bars), empty = full + 8 * ST;
     const int tid = threadIdx.x, wg = tid >> 7;
@@ -243,7 +269,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
     const int nsp = work ? (int)gridDim.y : 1, spl = work ? (int)blockIdx.y : 0;
     const int kt_b = (int)((long long)kt_n * spl / nsp), kt_e = (int)((long long)kt_n * (spl + 1) / nsp);
     if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 " FP8_REG_PRODUCER ";\n" ::: "memory");
         if (tid == 0) {
             asm volatile("prefetch.tensormap [%0];\n" ::"l"((u64)tmx) : "memory");
             asm volatile("prefetch.tensormap [%0];\n" ::"l"((u64)tmw) : "memory");
@@ -273,7 +299,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             }
         }
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 " FP8_REG_CONSUMER ";\n" ::: "memory");
         const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
         float acc[BN / 2], tot[BN / 2];
 #if FP8_MODE == 2
@@ -402,7 +428,14 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             if (issued) issue(s, true);
             const long long cb = tn * BN + 2 * (lane & 3);
             float *y0 = y + r0 * n, *y1 = y + r1 * n;
-            u16 *yb0 = yb + r0 * n, *yb1 = yb + r1 * n; /* used only when yb is given */
+            /* bf16 rows through shared memory: this warp's 16 rows of staging, after the ring (addresses computed
+               where used: the epilogue runs with acc and tot live, and a few more registers here spilled) */
+            const bool staged = FP8_STAGED_OUT && yb && !(n & 7);
+            if (staged) {
+                /* the previous tile's copies out of these rows have read them */
+                if (lane < 16) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                __syncwarp();
+            }
             /* split-K: the warpgroup's partial sums to its slot; the last split of the tile to arrive (a counter
                per tile and warpgroup) adds the slots in split order (the same sum whichever block is last),
                stores, and puts the counter back to zero.  tot only: acc belongs to the next tile's stage. */
@@ -455,13 +488,31 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                     const float v00 = tot[4 * j] * (f0 * w0), v01 = tot[4 * j + 1] * (f0 * w1);
                     const float v10 = tot[4 * j + 2] * (f1 * w0), v11 = tot[4 * j + 3] * (f1 * w1);
 #endif
-                    if (yb) { /* bf16 out (half the bytes), rounded as the reference: nearest even */
-                        if (r0 < m) *(u32 *)(yb0 + cn) = qc_bf16x2(v00, v01);
-                        if (r1 < m) *(u32 *)(yb1 + cn) = qc_bf16x2(v10, v11);
+                    if (staged) { /* bf16 (half the bytes), rounded as the reference: nearest even */
+                        const unsigned st0 = base + ST * STAGE + (unsigned)(c * 64 + warp * 16 + (lane >> 2)) * RS +
+                                             4u * (lane & 3) + 16u * j;
+                        qc_sts32(st0, qc_bf16x2(v00, v01));
+                        qc_sts32(st0 + 8 * RS, qc_bf16x2(v10, v11));
+                    } else if (yb) {
+                        if (r0 < m) *(u32 *)(yb + r0 * n + cn) = qc_bf16x2(v00, v01);
+                        if (r1 < m) *(u32 *)(yb + r1 * n + cn) = qc_bf16x2(v10, v11);
                     } else {
                         if (r0 < m) *(float2 *)(y0 + cn) = make_float2(v00, v01);
                         if (r1 < m) *(float2 *)(y1 + cn) = make_float2(v10, v11);
                     }
+                }
+            }
+            if (staged && store && (!FP8_SKIP_EPI || k < 0)) {
+                /* the staged rows to the async proxy, then lane i copies row i of the warp's 16 (the part below n) */
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                __syncwarp();
+                /* from r0 and cb (live here already; tm, tn and more 64-bit values spilled): lane i < 16 -> row i */
+                const long long row = r0 - (lane >> 2) + lane, col0 = cb - 2 * (lane & 3);
+                if (lane < 16) {
+                    if (row < m)
+                        qc_bulk_store(yb + row * n + col0, base + ST * STAGE + (unsigned)(c * 64 + warp * 16 + lane) * RS,
+                                      (unsigned)(n - col0 < BN ? n - col0 : BN) * 2u);
+                    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
                 }
             }
             /* The next tile's first stage, issued before the epilogue, is waited for here, where the epilogue has
@@ -472,6 +523,9 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
         }
+        /* the last bf16 rows are written before the block (and its shared memory) goes */
+        if (FP8_STAGED_OUT && yb && !(n & 7) && (tid & 31) < 16)
+            asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
     }
 #if FP8_CLUSTER == 2
     qc_cluster_sync(); /* the partner's last arrivals on this block's barriers have landed */
