@@ -300,11 +300,11 @@ out:
 }
 
 
-/* ---- the engine with fusion on and off (QC_FUSE_QUANT=0) ---- */
+/* ---- the engine with fusion on and off (QC_FUSE_QUANT=0), gate_up as bf16 or f32 (QC_GU_BF16) ---- */
 
 /* A prompt (all logits) then D greedy decode steps; launches counted. */
-static int engine_run(ctx *c, const char *format, int fuse, int graphs, const int32_t *prompt, int P, int D, float *out,
-                      int32_t *gen, uint64_t *launches) {
+static int engine_run(ctx *c, const char *format, int fuse, int graphs, int gu_bf16, const int32_t *prompt, int P,
+                      int D, float *out, int32_t *gen, uint64_t *launches) {
     char err[1024];
     qc_model_shape s = {0};
     snprintf(s.model_type, sizeof s.model_type, "llama");
@@ -312,10 +312,12 @@ static int engine_run(ctx *c, const char *format, int fuse, int graphs, const in
     s.vocab = 1000, s.max_positions = 4096, s.rope_theta = 10000.0, s.rms_eps = 1e-5;
     if (fuse) unsetenv("QC_FUSE_QUANT");
     else setenv("QC_FUSE_QUANT", "0", 1);
+    setenv("QC_GU_BF16", gu_bf16 ? "on" : "off", 1);
     qc_engine_options eo = {.struct_size = sizeof eo, .shape = &s, .seed = 7, .format = format, .max_seqs = 4,
                             .max_context = 256, .max_step_tokens = 256, .graphs = graphs};
     qc_engine *e = qc_engine_create(c->rt, c->g, c->nv, &eo, err, sizeof err);
     unsetenv("QC_FUSE_QUANT");
+    unsetenv("QC_GU_BF16");
     CHECK(e != NULL, "%s engine (fusion %d): %s", format, fuse, err);
     if (!e) return -1;
     int sq = qc_engine_seq_open(e), rc = 0;
@@ -354,8 +356,8 @@ static void engine_on_off(ctx *c, const char *format) {
     for (int graphs = 0; graphs < 2; graphs++) {
         uint64_t lon = 0, loff = 0;
         for (size_t i = 0; i < rows * V; i++) on[i] = off[i] = NAN;
-        if (engine_run(c, format, 1, graphs, prompt, P, D, on, gon, &lon) ||
-            engine_run(c, format, 0, graphs, prompt, P, D, off, goff, &loff))
+        if (engine_run(c, format, 1, graphs, 1, prompt, P, D, on, gon, &lon) ||
+            engine_run(c, format, 0, graphs, 1, prompt, P, D, off, goff, &loff))
             break;
         size_t diff = 0, first = 0;
         for (size_t i = 0; i < rows * V; i++)
@@ -372,6 +374,48 @@ static void engine_on_off(ctx *c, const char *format) {
            are one launch */
         CHECK(loff == lon + 4 * LAYERS, "%s: prefill launches %llu fused, %llu not (want %d fewer)", format,
               (unsigned long long)lon, (unsigned long long)loff, 4 * LAYERS);
+    }
+    free(on), free(off);
+}
+
+/* gate_up written as bf16 (its wgmma GEMM's y.bf16, m >= 17: the prefill of 37 tokens) against f32: the logits move
+ * by the bf16 rounding of gate / up only (the activations are E4M3 right after), and they do move (the path ran) */
+static void engine_gu_bf16(ctx *c, const char *format) {
+    enum { P = 37, D = 4, V = 1000 };
+    int32_t prompt[P];
+    for (int i = 0; i < P; i++) prompt[i] = (int32_t)(qc_test_rng(&c->rng) % V);
+    size_t rows = (size_t)(P + D);
+    float *on = malloc(rows * V * 4), *off = malloc(rows * V * 4);
+    int32_t gon[D + 1], goff[D + 1];
+    uint64_t lon = 0, loff = 0;
+    for (size_t i = 0; i < rows * V; i++) on[i] = off[i] = NAN;
+    if (engine_run(c, format, 1, 0, 1, prompt, P, D, on, gon, &lon) == 0 &&
+        engine_run(c, format, 1, 0, 0, prompt, P, D, off, goff, &loff) == 0) {
+        size_t diff = 0;
+        int top_same = 0;
+        double worst = 0;
+        for (int r = 0; r < P; r++) {
+            double mx = 0, md = 0;
+            int a = 0, b = 0;
+            for (int v = 0; v < V; v++) {
+                const float x = on[(size_t)r * V + v], y = off[(size_t)r * V + v];
+                diff += gt_bits(x) != gt_bits(y);
+                mx = fmax(mx, fabs((double)y));
+                md = fmax(md, fabs((double)x - y));
+                if (x > on[(size_t)r * V + a]) a = v;
+                if (y > off[(size_t)r * V + b]) b = v;
+            }
+            worst = fmax(worst, md / fmax(mx, 1e-30));
+            top_same += a == b;
+        }
+        printf("  engine %-9s gate_up bf16 vs f32 (QC_GU_BF16): prefill logits %zu of %zu differ, worst rel %.2e, "
+               "top-1 %d/%d; launches %llu vs %llu\n",
+               format, diff, (size_t)P * V, worst, top_same, P, (unsigned long long)lon, (unsigned long long)loff);
+        CHECK(diff > 0, "%s: QC_GU_BF16 on and off give the same logits: the bf16 path did not run", format);
+        CHECK(worst < 2e-2, "%s: gate_up as bf16 moves the logits by %.2e of their range", format, worst);
+        CHECK(top_same >= P - 2, "%s: gate_up as bf16 changes the top token of %d of %d rows", format, P - top_same, P);
+        CHECK(lon == loff, "%s: launches %llu with bf16 gate_up, %llu without", format, (unsigned long long)lon,
+              (unsigned long long)loff);
     }
     free(on), free(off);
 }
@@ -408,6 +452,7 @@ int main(void) {
                 one_case(&c, op, recipe, 2048, big, 20);
             }
         if (c.sm >= 89) engine_on_off(&c, "fp8");
+        if (c.sm == 90) engine_gu_bf16(&c, "fp8"); /* its wgmma GEMM writes y.bf16 */
         engine_on_off(&c, "w8a8_int8");
         printf("%s: note: bytes per element read: add_rmsnorm 12 (x, h; x written), swiglu 8, cast 4; written: 1 (codes) "
                "fused, 6 (y, y.bf16) plain (cast 2), quantizer 3\n", TEST);
