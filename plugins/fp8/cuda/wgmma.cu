@@ -87,7 +87,13 @@
 #endif
 /*   Diagnosis only (wrong results; QC_FP8_WGMMA_OPTS): FP8_SKIP_MMA=1 issues no wgmma (the ring, barriers and
  *     promotion run as they are); FP8_SKIP_EPI=1 stores no y (the stores stay in the code behind a test on k that
- *     fails at run time, so that the promotion they consume is not optimized away). */
+ *     fails at run time, so that the promotion they consume is not optimized away); FP8_EPI_REPS=R (results
+ *     right, time not) runs each tile's epilogue loop R times (the same values to the same places), for its
+ *     marginal cost: session 17's FP8_SKIP_EPI ran 13% faster, yet halving the stored bytes (bf16 rows, session 18)
+ *     gained nothing. */
+#ifndef FP8_EPI_REPS
+#define FP8_EPI_REPS 1
+#endif
 #ifndef FP8_SKIP_MMA
 #define FP8_SKIP_MMA 0
 #endif
@@ -471,6 +477,9 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             /* The epilogue reads tot and the scales only (acc is being written by the tensor cores); the
                column scales come from shared memory one 8-column chunk at a time, so that no register set
                beside acc and tot is needed.  Columns past n were not copied and are not stored. */
+#pragma unroll 1
+            for (int rep = 0; rep < FP8_EPI_REPS; rep++) {
+                if (rep) asm volatile("" ::: "memory"); /* FP8_EPI_REPS > 1 (diagnosis): kept apart, not merged */
 #pragma unroll
             for (int j = 0; j < BN / 8; j++) {
                 const long long cn = cb + 8 * j;
@@ -502,6 +511,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                     }
                 }
             }
+            } /* FP8_EPI_REPS */
             if (staged && store && (!FP8_SKIP_EPI || k < 0)) {
                 /* the staged rows to the async proxy, then lane i copies row i of the warp's 16 (the part below n) */
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
