@@ -458,9 +458,9 @@ int cmd_bench(int argc, char **argv) {
     double floor_ms = bw > 0 ? (double)st.step_weight_bytes / bw * 1e3 : NAN;
     for (int i = 0; i < o.n_conc; i++) {
         /* a short warm-up at this concurrency first: the kernels of its batch sizes load and their graphs
-         * are captured outside the timed run */
+         * are captured outside the timed run (never longer than the run: the engine's context is sized for it) */
         bench_opts w = o;
-        w.output = 4;
+        w.output = o.output < 4 ? o.output : 4;
         w.prompt = o.prompt < 32 ? o.prompt : 32;
         bench_result wr;
         if (run_level(e, &shape, &w, o.conc[i], &wr)) goto out;

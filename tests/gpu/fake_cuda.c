@@ -10,13 +10,16 @@
  * when given) compute what their C references do; any other launch
  * does nothing.
  * Environment: FAKE_CUDA_LINEAR=wrong adds 1 to y[0] of every linear (and W8A8 GEMM)
- * launch, =skip writes nothing, =both writes y as well as a given y.bf16; FAKE_CUDA_FREE_MIB sets the free memory
+ * launch, =skip writes nothing, =both writes y as well as a given y.bf16; FAKE_CUDA_LOG=FILE appends a line per
+ * launch of the fp8 wgmma GEMM (n, whether y.bf16 was given) and of SwiGLU (n, ld, up - gate in bytes, in_bf16),
+ * so that a test can see how the engine wires them; FAKE_CUDA_FREE_MIB sets the free memory
  * cuMemGetInfo reports (default 16384).  Data operations on allocations of
  * 64 MiB or more are skipped (a benchmark's bandwidth and flush buffers) so
  * that they cost address space only.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -217,10 +220,31 @@ static CUresult fp8_gemm_channel(void **params, uint16_t *yb, int wrong, int bot
     return OK;
 }
 
+/* FAKE_CUDA_LOG: the fp8 wgmma GEMM's and SwiGLU's wiring (params in their kernels' order) */
+static void log_launch(const fake_fn *fn, void **params) {
+    const char *path = getenv("FAKE_CUDA_LOG");
+    if (!path) return;
+    const int gemm = strcmp(fn->entry, "qc_fp8_gemm_channel_wgmma") == 0, quant = strcmp(fn->entry, "qc_swiglu_quant") == 0;
+    if (!gemm && !quant && strcmp(fn->entry, "qc_swiglu_ld") != 0) return;
+    FILE *fp = fopen(path, "a");
+    if (!fp) return;
+    if (gemm) {
+        fprintf(fp, "fp8_wgmma m=%lld n=%lld ybf16=%d\n", (long long)*(int64_t *)params[5], (long long)*(int64_t *)params[6],
+                dptr(params[9]) != NULL);
+    } else { /* swiglu_quant: g u ld xq xs y yb m n recipe in_bf16; swiglu_ld: g u ld y yb m n in_bf16 */
+        const long long gate = (long long)*(CUdeviceptr *)params[0], up = (long long)*(CUdeviceptr *)params[1];
+        const int im = quant ? 7 : 5, in = quant ? 8 : 6, ib = quant ? 10 : 7;
+        fprintf(fp, "%s m=%lld n=%lld ld=%lld up_off=%lld in_bf16=%d\n", fn->entry, (long long)*(int64_t *)params[im],
+                (long long)*(int64_t *)params[in], (long long)*(int64_t *)params[2], up - gate, *(int32_t *)params[ib]);
+    }
+    fclose(fp);
+}
+
 EXPORT CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                unsigned bz, unsigned smem, void *st, void **params, void **extra) {
     (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)smem, (void)st, (void)extra;
     fake_fn *fn = f;
+    log_launch(fn, params);
     const char *mode = getenv("FAKE_CUDA_LINEAR");
     if (strcmp(fn->entry, "qc_fp8_quant_act_token") == 0) return fp8_quant_token(params);
     if (strcmp(fn->entry, "qc_fp8_gemm_channel_wgmma") == 0 || strcmp(fn->entry, "qc_fp8_gemv_channel") == 0) {

@@ -100,5 +100,30 @@ for f in "$QCORE_CACHE_DIR"/timings-*.json; do python3 -c "import json,sys; json
 [[ $? -eq 2 ]] && ok || bad "--format with --policy not refused"
 has "$tmp/both.out" "not both"
 
+# a run shorter than the warm-up's 4 tokens (the warm-up once overran the engine's context: "context full")
+"$QCORE" bench --model-config "$CFG" --format fp8 --concurrency 1 --prompt 16 --output 2 --no-graphs \
+  >"$tmp/short.out" 2>&1 && ok || { bad "bench --prompt 16 --output 2 exit $?"; tail -3 "$tmp/short.out"; }
+
+# gate_up written as bf16 (plugin.h's y.bf16) and read so by SwiGLU; FAKE_CUDA_LOG lists the fp8 wgmma GEMM's and
+# SwiGLU's launches.  Prefill (m = 32): gate_up (n = 2 x 512) gets y.bf16, SwiGLU in_bf16 = 1 and up 512 bf16 after
+# gate; the others and the decode steps (the GEMV, f32) do not; QC_GU_BF16=off: none.
+for gu in on off; do
+  rm -f "$tmp/wire-$gu.log"
+  QC_GU_BF16=$gu FAKE_CUDA_LOG=$tmp/wire-$gu.log "$QCORE" bench --model-config "$CFG" --format fp8 --concurrency 1 \
+    --prompt 32 --output 3 --no-graphs >"$tmp/wire-$gu.out" 2>&1 || bad "bench QC_GU_BF16=$gu exit $?"
+done
+w=$tmp/wire-on.log
+has "$w" "fp8_wgmma m=32 n=1024 ybf16=1"
+has "$w" "qc_swiglu_quant m=32 n=512 ld=1024 up_off=1024 in_bf16=1"
+has "$w" "qc_swiglu_quant m=1 n=512 ld=1024 up_off=2048 in_bf16=0"
+[[ $(grep -c "ybf16=1" "$w") -eq $(grep -c "in_bf16=1" "$w") && $(grep -c "ybf16=1" "$w") -gt 0 ]] && ok ||
+  bad "gate_up launches with y.bf16 and SwiGLU launches reading bf16 differ in $w"
+grep -v "n=1024" "$w" | grep -q "ybf16=1" && bad "a linear other than gate_up got y.bf16 in $w" || ok
+grep -q "m=1 .*in_bf16=1\|up_off=2048 in_bf16=1\|up_off=1024 in_bf16=0" "$w" && bad "SwiGLU's input type and offset disagree in $w" || ok
+w=$tmp/wire-off.log
+has "$w" "fp8_wgmma m=32 n=1024 ybf16=0"
+has "$w" "qc_swiglu_quant m=32 n=512 ld=1024 up_off=2048 in_bf16=0"
+grep -q "ybf16=1\|in_bf16=1" "$w" && bad "QC_GU_BF16=off still writes or reads bf16 in $w" || ok
+
 echo "test_engine_policy_fake: $pass passed, $fail failed"
 [[ $fail -eq 0 ]]
