@@ -736,6 +736,9 @@ out:
  * as the engine sizes it. */
 static size_t xs_count(int64_t m, int64_t k) { return (size_t)m * (size_t)(k / 32 + 1); }
 
+/* Whether kd writes its output as bf16 in this run: --out bf16 and a kernel that takes "y.bf16". */
+static int writes_bf16(const gb *b, const qc_kernel_desc *kd) { return b->out_bf16 && has_param(kd, "y.bf16"); }
+
 static int is_fp8_act(const qc_format_desc *f) { return f->act_dtype == QC_DT_F8_E4M3 || f->act_dtype == QC_DT_F8_E5M2; }
 
 /* One launch at M=m against the C reference on the host copies; a W8A8
@@ -750,7 +753,7 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
     size_t cnt = (size_t)(m * n), words = cnt + GB_GUARD;
     /* --out bf16 with a kernel that takes y.bf16: its bf16 output (and the reference's) is compared as floats, y
        must keep its poison, and the 2 GB_GUARD halves after the output theirs */
-    const int yb16 = b->out_bf16 && has_param(kd, "y.bf16");
+    const int yb16 = writes_bf16(b, kd);
     const size_t hwords = cnt + 2 * GB_GUARD, ywords = (hwords + 1) / 2;
     float *ref = malloc(cnt * 4), *got = malloc(words * 4);
     uint16_t *refb = yb16 ? malloc(cnt * 2) : NULL, *gotb = yb16 ? malloc(ywords * 4) : NULL;
@@ -810,13 +813,11 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
         qc_gpu_download(b->g, got, bf->dy, words * 4, err, errlen) ||
         (yb16 && qc_gpu_download(b->g, gotb, bf->dyb, ywords * 4, err, errlen)))
         goto out;
-    if (yb16) { /* y must be untouched; got becomes the bf16 output as floats (poison where unwritten) */
+    if (yb16) /* y must be untouched; got becomes the bf16 output as floats (poison where unwritten) */
         for (size_t i = 0; i < words; i++) {
             uint32_t u;
             memcpy(&u, &got[i], 4);
             y_touched += u != GB_POISON;
-        }
-        for (size_t i = 0; i < words; i++) {
             const int in = i < cnt;
             const int clean = in ? gotb[i] == GB_POISON16
                                  : gotb[cnt + 2 * (i - cnt)] == GB_POISON16 && gotb[cnt + 2 * (i - cnt) + 1] == GB_POISON16;
@@ -825,7 +826,6 @@ static int check_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *kd
             else
                 got[i] = in ? qc_bf16_to_f32(gotb[i]) : 0.f;
         }
-    }
     size_t unwritten_ref = 0, unwritten = 0, past = 0, bad = 0, first = 0, at = 0;
     double worst = 0, max_d = 0, num = 0, den = 0;
     for (size_t i = 0; i < words; i++) {
@@ -990,7 +990,8 @@ static void bench_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *k
         wrong = cr == 1;
     }
     double peak = format_peak(b, f) * 1e12;
-    int act_bytes = w8a8 ? 1 : has_param(kd, "x.bf16") && !has_param(kd, "x") ? 2 : 4;
+    const int act_bytes = w8a8 ? 1 : has_param(kd, "x.bf16") && !has_param(kd, "x") ? 2 : 4;
+    const int y_bytes = writes_bf16(b, kd) ? 2 : 4;
     size_t i = 0;
     while (i < b->n_ms) {
         int64_t m = b->ms[i];
@@ -1035,7 +1036,6 @@ static void bench_kernel(gb *b, const qc_format_desc *f, const qc_kernel_desc *k
         /* a W8A8 GEMM also reads the activation scales: one per token, or per group of the weight */
         double xs_bytes = w8a8 ? 4.0 * m * (bf->pw->group_size ? (double)((s->k + bf->pw->group_size - 1) /
                                                                            bf->pw->group_size) : 1.0) : 0.0;
-        const int y_bytes = b->out_bf16 && has_param(kd, "y.bf16") ? 2 : 4;
         double bytes = (double)weight_bytes(bf->pw) + (double)m * s->k * act_bytes + xs_bytes + (double)m * s->n * y_bytes;
         double hbm_us = bytes / b->bw * 1e6, mma_us = flops / peak * 1e6;
         double floor_us = hbm_us > mma_us ? hbm_us : mma_us;

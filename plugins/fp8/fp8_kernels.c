@@ -29,6 +29,7 @@
 #define WG_SMS 132
 #define WG_BM 128
 #define WG_BK 128
+#define WG_STG_PAD 16 /* bytes after each staged bf16 output row (keep in step with cuda/wgmma.cu) */
 #define QA_THREADS 256
 #define GV_ROWS 16
 #define MM_T 64
@@ -198,9 +199,9 @@ static void fp8_wgmma_plan(int64_t m, int64_t n, int paired, int *bn, int *stage
     }
     *bn = bns[pick];
     *stages = sts[pick];
-    /* the ring, then the bf16 output's staging: 128 rows of BN * 2 + 16 bytes (cuda/wgmma.cu, WG_STG_PAD) */
+    /* the ring, then the bf16 output's staging: a row of BN * 2 + WG_STG_PAD bytes per row of the tile */
     *smem_bytes = (uint32_t)sts[pick] * (WG_BM * WG_BK + (uint32_t)bns[pick] * WG_BK) +
-                  (uint32_t)WG_BM * ((uint32_t)bns[pick] * 2 + 16) + 1024;
+                  (uint32_t)WG_BM * ((uint32_t)bns[pick] * 2 + WG_STG_PAD) + 1024;
     *tiles = n > 0 ? tm * cdiv(n, bns[pick]) : 0;
 }
 /* Split-K across blocks (grid.y; the device reads gridDim.y, so the rule lives only here): when the tiles do not
