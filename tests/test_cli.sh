@@ -39,6 +39,9 @@ QCORE_CONFIG=/nonexistent/x.ini expect 2 "cannot open configuration" -- plugins
 # a plugin's A/B switch with a bad value: warned about by name, then ignored (the command still runs)
 QC_FP8_BN_EFF=1,2 expect 0 "fp8: QC_FP8_BN_EFF: ignoring '1,2'" -- plugins
 QC_FP8_BN_EFF=0,0,0 expect 0 "fp8: QC_FP8_BN_EFF: ignoring '0,0,0'" -- plugins
+QC_FP8_BN_EFF=0,0,0,0 expect 0 "fp8: QC_FP8_BN_EFF: ignoring '0,0,0,0'" -- plugins
+QC_FP8_BN_EFF=1,2,3x expect 0 "fp8: QC_FP8_BN_EFF: ignoring '1,2,3x'" -- plugins
+QC_FP8_BN_EFF=1,2,3,4,5 expect 0 "fp8: QC_FP8_BN_EFF: ignoring '1,2,3,4,5'" -- plugins
 QC_FP8_PAIR_GRID=7x expect 0 "fp8: QC_FP8_PAIR_GRID='7x' is not 2..132: ignored" -- plugins
 
 # the main job: device, plugins with what they lack, a policy decision

@@ -174,22 +174,26 @@ static void dims_1d(qc_launch_dims *d, int64_t blocks, uint32_t threads, uint32_
 /* one block per row (a grid-stride loop past 2M rows) */
 static void quant_dims(const qc_problem *p, qc_launch_dims *d) { dims_1d(d, p->m, QA_THREADS, 0); }
 
-/* a tile width's speed weight in the plan (192, 160, 128 columns); QC_FP8_BN_EFF="a,b,c" replaces them, for the
- * host plan and, as -DFP8_EFF192/160/128, the device's (e.g. "0,0,1" forces 128-column tiles) */
-static int g_fp8_eff[3] = {100, 96, 90};
+/* a tile width's speed weight in the plan (256, 192, 160, 128 columns; 0: never that width);
+ * QC_FP8_BN_EFF="a,b,c,d" replaces them, for the host plan and, as -DFP8_EFF256/192/160/128, the device's (e.g.
+ * "0,0,0,1" forces 128-column tiles).  160 is off by default: beside 256 it is the best width only on a few
+ * shapes, and with all four widths in one kernel ptxas spills (56 bytes) on every width. */
+static int g_fp8_eff[4] = {100, 100, 0, 90};
 /* The tile width of the wgmma kernels, as the device code computes it (keep in step with qc_wg_bn in
- * cuda/wgmma.cu): 192, 160 or 128 columns, whichever fills its last wave best.  Every mode promotes
- * each 128-K stage into f32 registers, so a thread holds two BN/2-register sets: 256 does not fit.
+ * cuda/wgmma.cu): 256, 192, 160 or 128 columns, whichever fills its last wave best.  Every mode promotes
+ * each 128-K stage into f32 registers, so a thread holds two register sets, BN/2 each up to 192 columns; 256
+ * runs as two 128-column halves per stage (acc 64 + tot 128), with 4 stages and no bf16 staging (no room).
  * paired: fp8.gemm_*_wgmma_pair, cuda/wgmma.cu built with FP8_CLUSTER=2 (clusters of two blocks on row-tile
- * pairs that share W), whose walk rounds the row tiles up to pairs. */
+ * pairs that share W), whose walk rounds the row tiles up to pairs; they never take 256. */
 static void fp8_wgmma_plan(int64_t m, int64_t n, int paired, int *bn, int *stages, uint32_t *smem_bytes,
                            int64_t *tiles) {
-    static const int bns[3] = {192, 160, 128}, sts[3] = {4, 5, 5};
+    static const int bns[4] = {256, 192, 160, 128}, sts[4] = {4, 4, 5, 5};
     const int *eff = g_fp8_eff;
     int64_t tm = m > 0 ? cdiv(m, WG_BM) : 0, best = -1;
     if (paired) tm = (tm + 1) & ~(int64_t)1;
-    int pick = 0;
-    for (int i = 0; i < 3; i++) {
+    int pick = 3;
+    for (int i = 0; i < 4; i++) {
+        if (eff[i] <= 0 || (paired && bns[i] == 256)) continue;
         int64_t tn = n > 0 ? cdiv(n, bns[i]) : 0, waves = cdiv(tm * tn, WG_SMS);
         int64_t score = waves > 0 ? tm * n * eff[i] / (waves * bns[i]) : 0;
         if (score > best) {
@@ -199,9 +203,9 @@ static void fp8_wgmma_plan(int64_t m, int64_t n, int paired, int *bn, int *stage
     }
     *bn = bns[pick];
     *stages = sts[pick];
-    /* the ring, then the bf16 output's staging: a row of BN * 2 + WG_STG_PAD bytes per row of the tile */
+    /* the ring, then the bf16 output's staging (not at 256): a row of BN * 2 + WG_STG_PAD bytes per row of the tile */
     *smem_bytes = (uint32_t)sts[pick] * (WG_BM * WG_BK + (uint32_t)bns[pick] * WG_BK) +
-                  (uint32_t)WG_BM * ((uint32_t)bns[pick] * 2 + WG_STG_PAD) + 1024;
+                  (bns[pick] == 256 ? 0u : (uint32_t)WG_BM * ((uint32_t)bns[pick] * 2 + WG_STG_PAD)) + 1024;
     *tiles = n > 0 ? tm * cdiv(n, bns[pick]) : 0;
 }
 /* Split-K across blocks (grid.y; the device reads gridDim.y, so the rule lives only here): when the tiles do not
@@ -213,9 +217,9 @@ static int g_fp8_split_max = FP8_SPLIT_MAX;
 static int fp8_wgmma_splits(int64_t tiles, int64_t k) {
     return qc_split_k_ways(tiles, k > 0 ? cdiv(k, WG_BK) : 0, WG_SMS, 4, g_fp8_split_max);
 }
-/* 512 counter words (a tile's two warpgroups), then a slot per (tile, split, warpgroup): 128 threads x 96 sums
+/* 512 counter words (a tile's two warpgroups), then a slot per (tile, split, warpgroup): 128 threads x 128 sums
  * (the widest tile); tiles x splits <= WG_SMS */
-#define FP8_WORK_BYTES (2048ull + (uint64_t)WG_SMS * 2 * 128 * 96 * 4)
+#define FP8_WORK_BYTES (2048ull + (uint64_t)WG_SMS * 2 * 128 * 128 * 4)
 static uint64_t wgmma_workspace(const qc_problem *p) {
     (void)p;
     return FP8_WORK_BYTES;
@@ -592,20 +596,32 @@ static void read_extra_opts(int family) {
     static const char *const env[X_FAMILIES] = {"QC_FP8_WGMMA_OPTS", "QC_FP8_GEMV_OPTS"};
     g_xn[family] = qc_env_defines("fp8", env[family], g_xbuf[family], X_OPTS);
 }
-/* QC_FP8_BN_EFF="a,b,c" (integers 0..1000, not all 0): the plan's tile-width weights, here and in the device's copy
- * of the plan (three more wgmma build options, in place of the last extra ones when those are full) */
+/* QC_FP8_BN_EFF="a,b,c,d" (integers 0..1000 for 256, 192, 160, 128 columns, not all 0; three values, as before
+ * session 19, leave 256 out): the plan's tile-width weights, here and in the device's copy of the plan (four more
+ * wgmma build options, in place of the last extra ones when those are full) */
 static void read_bn_eff(void) {
     const char *e = getenv("QC_FP8_BN_EFF");
-    int v[3];
+    int v[4] = {0, 0, 0, 0}, got;
     char tail;
     if (!e) return;
-    if (sscanf(e, "%d,%d,%d%c", &v[0], &v[1], &v[2], &tail) != 3 || v[0] < 0 || v[1] < 0 || v[2] < 0 || v[0] > 1000 ||
-        v[1] > 1000 || v[2] > 1000 || v[0] + v[1] + v[2] == 0) {
-        fprintf(stderr, "fp8: QC_FP8_BN_EFF: ignoring '%s' (want three integers 0..1000, not all 0, e.g. 100,96,90)\n", e);
+    got = sscanf(e, "%d,%d,%d,%d%c", &v[0], &v[1], &v[2], &v[3], &tail);
+    if (got == 3 && sscanf(e, "%d,%d,%d%c", &v[0], &v[1], &v[2], &tail) == 3) { /* the three-width form: 192, 160, 128 */
+        v[3] = v[2], v[2] = v[1], v[1] = v[0], v[0] = 0;
+        got = 4;
+    }
+    int bad = got != 4, sum = 0;
+    for (int i = 0; i < 4; i++) {
+        bad |= v[i] < 0 || v[i] > 1000;
+        sum += v[i];
+    }
+    if (bad || sum == 0) {
+        fprintf(stderr,
+                "fp8: QC_FP8_BN_EFF: ignoring '%s' (want four integers 0..1000 for 256,192,160,128 columns, not all 0, "
+                "e.g. 100,100,0,90)\n", e);
         return;
     }
-    static const char *const names[3] = {"FP8_EFF192", "FP8_EFF160", "FP8_EFF128"};
-    for (int i = 0; i < 3; i++) {
+    static const char *const names[4] = {"FP8_EFF256", "FP8_EFF192", "FP8_EFF160", "FP8_EFF128"};
+    for (int i = 0; i < 4; i++) {
         g_fp8_eff[i] = v[i];
         if (g_xn[X_WGMMA] == X_OPTS) g_xn[X_WGMMA]--;
         snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, "-D%s=%d", names[i], v[i]);

@@ -93,8 +93,9 @@ static void descriptors(qc_runtime *rt) {
                   "channel dims m=%lld n=%lld: grid %u smem %u", (long long)ms[i], (long long)shapes[s][0], d.grid[0],
                   d.shared_bytes);
             /* 128 x 192 tiles in 4 stages, 128 x 160 or 128 x 128 in 5, then 128 staged bf16 rows of BN * 2 + 16
-               bytes: the same plan for every scaling mode */
-            CHECK(d.shared_bytes == 4u * (16384u + 24576u) + 128u * 400u + 1024u ||
+               bytes; 128 x 256 in 4 stages without staging: the same plan for every scaling mode */
+            CHECK(d.shared_bytes == 4u * (16384u + 32768u) + 1024u ||
+                      d.shared_bytes == 4u * (16384u + 24576u) + 128u * 400u + 1024u ||
                       d.shared_bytes == 5u * (16384u + 20480u) + 128u * 336u + 1024u ||
                       d.shared_bytes == 5u * 32768u + 128u * 272u + 1024u,
                   "channel dims m=%lld: smem %u", (long long)ms[i], d.shared_bytes);
@@ -107,7 +108,7 @@ static void descriptors(qc_runtime *rt) {
                       (d.grid[1] == 1 || (tiles * d.grid[1] <= 132 && shapes[s][1] / 128 / d.grid[1] >= 4)),
                   "split m=%lld n=%lld k=%lld: grid %u x %u", (long long)ms[i], (long long)shapes[s][0],
                   (long long)shapes[s][1], d.grid[0], d.grid[1]);
-            CHECK(k->workspace_bytes && k->workspace_bytes(&p) >= 2048 + (uint64_t)d.grid[0] * d.grid[1] * 2 * 128 * 96 * 4,
+            CHECK(k->workspace_bytes && k->workspace_bytes(&p) >= 2048 + (uint64_t)d.grid[0] * d.grid[1] * 2 * 128 * 128 * 4,
                   "workspace m=%lld: %llu bytes", (long long)ms[i],
                   k->workspace_bytes ? (unsigned long long)k->workspace_bytes(&p) : 0ull);
             if (ms[i] == 17) { /* Llama-3-8B at 17 rows: qkv 48 tiles -> 2 ways, o and down 32 -> 4, gate_up 224 -> 1 */
@@ -116,6 +117,13 @@ static void descriptors(qc_runtime *rt) {
                       (long long)shapes[s][1], d.grid[1], want[s]);
             }
         }
+    if (k) { /* o at 1024 rows: 8 x 16 tiles of 128 x 256 in one wave (128 columns: 256 tiles, two waves) */
+        qc_problem p = prob(90, 1024, 4096, 4096, 2);
+        qc_launch_dims d;
+        k->launch_dims(&p, &d);
+        CHECK(d.grid[0] == 128 && d.grid[1] == 1 && d.shared_bytes == 4u * (16384u + 32768u) + 1024u,
+              "o m=1024: grid %u x %u smem %u, want 128 x 1, 197632", d.grid[0], d.grid[1], d.shared_bytes);
+    }
     /* the pair builds: m > 128 only; whole clusters (an even grid), row tiles counted in pairs (an odd count gets an
        empty partner), otherwise the plan of the unpaired GEMM */
     const qc_kernel_desc *kp = qc_kernel_find(rt, "fp8.gemm_channel_wgmma_pair");

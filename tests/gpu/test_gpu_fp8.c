@@ -618,7 +618,7 @@ int main(void) {
             printf("%s: correctness cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             /* The SASS (QGMMA, no 16-bit MMAs) is checked by test_sass_gmma (labels unit, nvrtc) with nvdisasm
                where the kernels are built: the GPU machine's cuobjdump found 0 QGMMA in the NVRTC cubins. */
-            if (c.sm == 90 && !qc_test_failed)
+            if (c.sm == 90 && !qc_test_failed && !getenv("QC_TEST_NO_TIMINGS")) /* set: correctness only */
                 timings(&c, sk);
             else if (c.sm == 90)
                 printf("%s: timings skipped after a correctness failure\n", TEST);

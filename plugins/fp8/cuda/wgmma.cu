@@ -12,8 +12,10 @@
  * sum is promoted into f32 registers `tot` by the CUDA cores -- DeepSeek-V3's recipe, CUTLASS's
  * GmmaFP8Accumulation with a promotion interval of 4 k32 MMAs, cuBLASLt without fast accumulation.
  * Two 64 x BN register sets (acc, tot) per thread bound the tile: BN 192 (96 + 96 registers of the
- * 240 a consumer gets), 160 or 128, whichever fills the last wave of tiles best; 256 would need 256
- * registers.  A consumer waits for its own group
+ * 240 a consumer gets), 160 or 128, whichever fills the last wave of tiles best.  BN 256 runs each stage as
+ * two 128-column halves through one 64-register acc (wgmma m64n128k32, wait, promote, the next half): 64 + 128
+ * registers, and 1.33x the MMA work per byte a block receives of a 128 x 192 tile (2x of 128 x 128), which is
+ * what the copies' limit (each SM's receive rate, session 17-18) leaves to gain.  A consumer waits for its own group
  * before promoting, and the other consumer's group keeps the tensor cores busy meanwhile (DeepGEMM's
  * arrangement); the stage goes back to the producer as soon as the group that read it has retired.
  *
@@ -45,6 +47,9 @@
 /*   FP8_ST192, FP8_ST160, FP8_ST128: ring stages per tile width (defaults 4, 5, 5: what the host sizes the
  *     shared memory for beside the bf16 staging, see fp8_wgmma_plan; fewer are allowed, for A/B runs of the ring's
  *     depth; 4 ran as fast as 5 at 128 and 192 columns, H200 session 17 call 9). */
+#ifndef FP8_ST256
+#define FP8_ST256 4
+#endif
 #ifndef FP8_ST192
 #define FP8_ST192 4
 #endif
@@ -54,8 +59,9 @@
 #ifndef FP8_ST128
 #define FP8_ST128 5
 #endif
-#if FP8_ST192 > 4 || FP8_ST160 > 5 || FP8_ST128 > 5 || FP8_ST192 < 2 || FP8_ST160 < 2 || FP8_ST128 < 2
-#error "FP8_ST*: 2 up to the stages the host sizes shared memory for (4, 5, 5)"
+#if FP8_ST256 > 4 || FP8_ST192 > 4 || FP8_ST160 > 5 || FP8_ST128 > 5 || FP8_ST256 < 2 || FP8_ST192 < 2 || \
+    FP8_ST160 < 2 || FP8_ST128 < 2
+#error "FP8_ST*: 2 up to the stages the host sizes shared memory for (4, 4, 5, 5)"
 #endif
 #ifndef FP8_PROMOTE
 #define FP8_PROMOTE 1
@@ -69,6 +75,7 @@
 #if FP8_P > FP8_ST192 || FP8_P > FP8_ST160 || FP8_P > FP8_ST128
 #error "FP8_PROMOTE above the ring's stages (FP8_ST*) would hang: the consumers hold P stages before releasing one"
 #endif
+/* (FP8_EFF256 > 0 with FP8_PROMOTE > 1 is refused below: a 256-column tile promotes each half-stage) */
 #ifndef FP8_SCALE_AHEAD
 #define FP8_SCALE_AHEAD 1
 #endif
@@ -122,27 +129,35 @@
 #define WG_A_BYTES (WG_BM * WG_BK)
 #define WG_BOX_ROWS 32 /* rows of W per TMA box (keep in step with MAPS_W8A8 in fp8_kernels.c) */
 #define WG_BOX_B_BYTES (WG_BOX_ROWS * WG_BK)
-#define WG_SW 192 /* column scales per buffer: the widest tile */
+#define WG_SW 256 /* column scales per buffer: the widest tile */
 #define WG_STG_PAD 16 /* bytes after each staged bf16 row (keep in step with fp8_wgmma_plan) */
 
 /* tile width: the one whose waves of WG_SMS tiles carry the most useful columns, weighted by how fast
-   a tile of that width runs (FP8_EFF192 / 160 / 128, the host's QC_FP8_BN_EFF when set); keep in step with
-   fp8_wgmma_plan in fp8_kernels.c */
+   a tile of that width runs (FP8_EFF256 / 192 / 160 / 128, the host's QC_FP8_BN_EFF when set; a weight of 0 never
+   picks that width; the pair builds never take 256); keep in step with fp8_wgmma_plan in fp8_kernels.c */
+#ifndef FP8_EFF256
+#define FP8_EFF256 100
+#endif
+#if FP8_EFF256 > 0 && FP8_P > 1
+#error "FP8_PROMOTE > 1 needs FP8_EFF256=0 (QC_FP8_BN_EFF=0,...): a 256-column tile promotes each half-stage"
+#endif
 #ifndef FP8_EFF192
 #define FP8_EFF192 100
 #endif
-#ifndef FP8_EFF160
-#define FP8_EFF160 96
+#ifndef FP8_EFF160 /* off by default (fp8_kernels.c's g_fp8_eff says why) */
+#define FP8_EFF160 0
 #endif
 #ifndef FP8_EFF128
 #define FP8_EFF128 90
 #endif
 __device__ __forceinline__ int qc_wg_bn(long long m, long long n) {
-    const int bns[3] = {192, 160, 128}, eff[3] = {FP8_EFF192, FP8_EFF160, FP8_EFF128};
+    const int bns[4] = {256, 192, 160, 128}, eff[4] = {FP8_CLUSTER == 2 ? 0 : FP8_EFF256, FP8_EFF192, FP8_EFF160,
+                                                       FP8_EFF128};
     long long tm = (m + WG_BM - 1) / WG_BM, best = -1;
     if (FP8_CLUSTER == 2) tm = (tm + 1) & ~1ll; /* row tiles go in pairs */
-    int pick = 192;
-    for (int i = 0; i < 3; i++) {
+    int pick = 128;
+    for (int i = 0; i < 4; i++) {
+        if (eff[i] <= 0) continue;
         long long tn = (n + bns[i] - 1) / bns[i], waves = (tm * tn + WG_SMS - 1) / WG_SMS;
         long long score = tm * n * eff[i] / (waves * bns[i]);
         if (score > best) { best = score; pick = bns[i]; }
@@ -307,7 +322,9 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 " FP8_REG_CONSUMER ";\n" ::: "memory");
         const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
-        float acc[BN / 2], tot[BN / 2];
+        /* NH halves of BNW columns a stage: BN 256 runs as two wgmma-128 halves through one acc */
+        constexpr int NH = BN == 256 ? 2 : 1, BNW = BN / NH;
+        float acc[BNW / 2], tot[BN / 2];
 #if FP8_MODE == 2
         const long long kb = kt_n, nblk = (n + QC_FP8_BLOCK - 1) / QC_FP8_BLOCK; /* 128-K groups, weight block rows */
 #endif
@@ -320,29 +337,31 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #if FP8_MODE == 1
         const float wt = __ldg(ws); /* the one weight scale */
 #endif
-        /* one stage: wait for its bytes, four wgmma k32 into acc (a fresh sum: scale-d 0 on the first) */
+        /* one stage (half h of it): wait for its bytes (at h = 0), four wgmma k32 into acc (a fresh sum: scale-d 0
+           on the first); half h reads W rows [h BNW, (h + 1) BNW) of the stage, 1 KiB-aligned (BNW x 128 bytes) */
 #if !FP8_DESC_OLD
         /* stage 0's descriptors; stage st's are st * STAGE / 16 further (the ring stays under 256 KiB: no carry
            out of the 14-bit address field) */
         const unsigned la0 = qc_desc_lo(base + c * (64 * WG_BK)), lb0 = qc_desc_lo(base + WG_A_BYTES);
 #endif
-        auto issue = [&](int st_, bool first) { /* first: the stage starts a fresh sum */
-            qc_mbar_wait(full + 8 * st_, ph);
+        auto issue = [&](int st_, bool first, int h) { /* first: the stage starts a fresh sum */
+            if (h == 0) qc_mbar_wait(full + 8 * st_, ph);
 #if FP8_DESC_OLD
-            const unsigned sa = base + st_ * STAGE + c * (64 * WG_BK), sb = base + st_ * STAGE + WG_A_BYTES;
+            const unsigned sa = base + st_ * STAGE + c * (64 * WG_BK),
+                           sb = base + st_ * STAGE + WG_A_BYTES + h * (BNW * WG_BK);
             qc_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < WG_BK / 32 && !FP8_SKIP_MMA; kk++) /* 32 k = 32 B further along the swizzled rows */
-                qc_wgmma<BN>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0 || !first);
+                qc_wgmma<BNW>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0 || !first);
 #else
             /* 32 k = 32 B further along the swizzled rows = + 2 in the descriptors' address field (sa, sb are
                1 KiB-aligned, so no carry): the stage's two descriptors once, not a mask and shift per wgmma on
                the path from the full-barrier wait to the first wgmma */
-            const unsigned la = la0 + st_ * (STAGE >> 4), lb = lb0 + st_ * (STAGE >> 4);
+            const unsigned la = la0 + st_ * (STAGE >> 4), lb = lb0 + st_ * (STAGE >> 4) + h * (BNW * WG_BK >> 4);
             qc_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < WG_BK / 32 && !FP8_SKIP_MMA; kk++)
-                qc_wgmma<BN>(acc, qc_desc_of(la + 2 * kk), qc_desc_of(lb + 2 * kk), kk > 0 || !first);
+                qc_wgmma<BNW>(acc, qc_desc_of(la + 2 * kk), qc_desc_of(lb + 2 * kk), kk > 0 || !first);
 #endif
             qc_wg_commit();
         };
@@ -396,47 +415,51 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 load_sc(kt);
                 const float xa0 = sc[0], xa1 = sc[1], wa = sc[2], wb = sc[3];
 #endif
-                if (kt > kt_b || !issued) issue(s, (kt - kt_b) % FP8_P == 0);
-                if (FP8_P > 1 && (kt - kt_b) % FP8_P != FP8_P - 1 && kt != kt_e - 1) { /* the group goes on in acc */
-                    if (++s == ST) { s = 0; ph ^= 1u; }
-                    continue;
-                }
-                qc_wg_wait<0>();
-                if (lane == 0) /* the group's stages are read: the producer may refill them */
-                    for (int j = 0, sj = s; j <= (kt - kt_b) % FP8_P; j++, sj = sj > 0 ? sj - 1 : ST - 1) {
-                        qc_mbar_arrive(empty + 8 * sj);
-#if FP8_CLUSTER == 2
-                        qc_mbar_arrive_peer(empty + 8 * sj);
-#endif
-                    }
+                /* the group goes on in acc (FP8_P > 1, so NH = 1) */
+                const bool defer = FP8_P > 1 && (kt - kt_b) % FP8_P != FP8_P - 1 && kt != kt_e - 1;
 #pragma unroll
-                for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
+                for (int h = 0; h < NH; h++) {
+                    if (kt > kt_b || h > 0 || !issued) issue(s, (kt - kt_b) % FP8_P == 0, h);
+                    if (defer) break;
+                    qc_wg_wait<0>();
+                    if (h == NH - 1 && lane == 0) /* the group's stages are read: the producer may refill them */
+                        for (int j = 0, sj = s; j <= (kt - kt_b) % FP8_P; j++, sj = sj > 0 ? sj - 1 : ST - 1) {
+                            qc_mbar_arrive(empty + 8 * sj);
+#if FP8_CLUSTER == 2
+                            qc_mbar_arrive_peer(empty + 8 * sj);
+#endif
+                        }
+#pragma unroll
+                    for (int i = 0; i < BNW / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
 #if FP8_MODE == 2
-                /* a_s * w_s first, as the reference */
-                const float s0a = xa0 * wa, s1a = xa1 * wa, s0b = xa0 * wb, s1b = xa1 * wb;
-                if (BN == 128 || split == 16) /* 128 | col0 */
-                    qc_promote_split<BN, 16>(tot, acc, s0a, s1a, s0b, s1b);
-                else if (split == 8)
-                    qc_promote_split<BN, 8>(tot, acc, s0a, s1a, s0b, s1b);
-                else if (BN == 160 && split == 12)
-                    qc_promote_split<BN, 12>(tot, acc, s0a, s1a, s0b, s1b);
-                else if (BN == 160)
-                    qc_promote_split<BN, 4>(tot, acc, s0a, s1a, s0b, s1b);
+                    /* a_s * w_s first, as the reference */
+                    const float s0a = xa0 * wa, s1a = xa1 * wa, s0b = xa0 * wb, s1b = xa1 * wb;
+                    if constexpr (BN == 256) /* 256 | col0: half h is weight block b0 + h */
+                        qc_promote_scaled<0, 16>(tot + 64 * h, acc, h ? s0b : s0a, h ? s1b : s1a);
+                    else if (BN == 128 || split == 16) /* 128 | col0 */
+                        qc_promote_split<BN, 16>(tot, acc, s0a, s1a, s0b, s1b);
+                    else if (split == 8)
+                        qc_promote_split<BN, 8>(tot, acc, s0a, s1a, s0b, s1b);
+                    else if (BN == 160 && split == 12)
+                        qc_promote_split<BN, 12>(tot, acc, s0a, s1a, s0b, s1b);
+                    else if (BN == 160)
+                        qc_promote_split<BN, 4>(tot, acc, s0a, s1a, s0b, s1b);
 #else
 #pragma unroll
-                for (int i = 0; i < BN / 2; i++) tot[i] += acc[i];
+                    for (int i = 0; i < BNW / 2; i++) tot[h * (BNW / 2) + i] += acc[i];
 #endif
+                }
                 if (++s == ST) { s = 0; ph ^= 1u; }
             }
             /* the next tile's first stage (the same ring slot order as the producer's); none when this block's K
                range is empty, since the producer then fills nothing (test_fp8_wgmma_emu found the hang) */
             issued = kt_b < kt_e && t + gridDim.x < tiles;
-            if (issued) issue(s, true);
+            if (issued) issue(s, true, 0);
             const long long cb = tn * BN + 2 * (lane & 3);
             float *y0 = y + r0 * n, *y1 = y + r1 * n;
             /* bf16 rows through shared memory: this warp's 16 rows of staging, after the ring (addresses computed
                where used: the epilogue runs with acc and tot live, and a few more registers here spilled) */
-            const bool staged = FP8_STAGED_OUT && yb && !(n & 7);
+            const bool staged = FP8_STAGED_OUT && BN != 256 && yb && !(n & 7); /* 256: no room beside the ring */
             if (staged) {
                 /* the previous tile's copies out of these rows have read them */
                 if (lane < 16) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
@@ -534,7 +557,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
         }
         /* the last bf16 rows are written before the block (and its shared memory) goes */
-        if (FP8_STAGED_OUT && yb && !(n & 7) && (tid & 31) < 16)
+        if (FP8_STAGED_OUT && BN != 256 && yb && !(n & 7) && (tid & 31) < 16)
             asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
     }
 #if FP8_CLUSTER == 2
@@ -576,6 +599,9 @@ extern "C" __global__ void __launch_bounds__(384, 1) QC_FP8_CLUSTER_ATTR QC_ENTR
         return;
     }
     switch (qc_wg_bn(m, n)) {
+#if FP8_CLUSTER == 1
+    case 256: qc_fp8_gemm<256, FP8_ST256>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work, yb); break;
+#endif
     case 192: qc_fp8_gemm<192, FP8_ST192>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work, yb); break;
     case 160: qc_fp8_gemm<160, FP8_ST160>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work, yb); break;
     default: qc_fp8_gemm<128, FP8_ST128>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work, yb); break;
