@@ -174,21 +174,24 @@ static void dims_1d(qc_launch_dims *d, int64_t blocks, uint32_t threads, uint32_
 /* one block per row (a grid-stride loop past 2M rows) */
 static void quant_dims(const qc_problem *p, qc_launch_dims *d) { dims_1d(d, p->m, QA_THREADS, 0); }
 
-/* a tile width's speed weight in the plan (256, 192, 160, 128 columns; 0: never that width);
- * QC_FP8_BN_EFF="a,b,c,d" replaces them, for the host plan and, as -DFP8_EFF256/192/160/128, the device's (e.g.
- * "0,0,0,1" forces 128-column tiles).  160 is off by default: beside 256 it is the best width only on a few
- * shapes, and with all four widths in one kernel ptxas spills (56 bytes) on every width. */
-static int g_fp8_eff[4] = {100, 100, 0, 90};
+/* a tile width's speed weight in the plan (256, 192, 160, 128 columns; 0: never that width), for the row-scaled
+ * GEMMs (channel, tensor: [0]) and the block-scaled one ([1]); QC_FP8_BN_EFF="a,b,c,d" replaces both, for the host
+ * plan and, as -DFP8_EFF256/192/160/128, the device's (e.g. "0,0,0,1" forces 128-column tiles).  Measured (H200,
+ * session 19 call 1, channel, each width forced): a 256-column tile runs 1.12x as many columns a second as a 192 one
+ * on gate_up and ~1.0x on o, a 128 one 0.85-0.9x.  160 is off there: beside 256 it is the best width only on a few
+ * shapes, and with all four widths in one kernel ptxas spills (56 bytes) on every width.  The block mode was slower
+ * with 256 (0.83x of channel against 0.85-0.92 before) and keeps the widths it had. */
+static int g_fp8_eff[2][4] = {{110, 100, 0, 90}, {0, 100, 96, 90}};
 /* The tile width of the wgmma kernels, as the device code computes it (keep in step with qc_wg_bn in
  * cuda/wgmma.cu): 256, 192, 160 or 128 columns, whichever fills its last wave best.  Every mode promotes
  * each 128-K stage into f32 registers, so a thread holds two register sets, BN/2 each up to 192 columns; 256
  * runs as two 128-column halves per stage (acc 64 + tot 128), with 4 stages and no bf16 staging (no room).
  * paired: fp8.gemm_*_wgmma_pair, cuda/wgmma.cu built with FP8_CLUSTER=2 (clusters of two blocks on row-tile
  * pairs that share W), whose walk rounds the row tiles up to pairs; they never take 256. */
-static void fp8_wgmma_plan(int64_t m, int64_t n, int paired, int *bn, int *stages, uint32_t *smem_bytes,
+static void fp8_wgmma_plan(int64_t m, int64_t n, int paired, int block, int *bn, int *stages, uint32_t *smem_bytes,
                            int64_t *tiles) {
     static const int bns[4] = {256, 192, 160, 128}, sts[4] = {4, 4, 5, 5};
-    const int *eff = g_fp8_eff;
+    const int *eff = g_fp8_eff[block != 0];
     int64_t tm = m > 0 ? cdiv(m, WG_BM) : 0, best = -1;
     if (paired) tm = (tm + 1) & ~(int64_t)1;
     int pick = 3;
@@ -227,17 +230,19 @@ static uint64_t wgmma_workspace(const qc_problem *p) {
 /* the most blocks of the pair builds (QC_FP8_PAIR_GRID, even, for A/B runs): a persistent grid must fit the GPU at
  * once, and clusters of two may not fill every SM */
 static int g_fp8_pair_grid = WG_SMS;
-static void wgmma_dims_of(const qc_problem *p, int paired, qc_launch_dims *d) {
+static void wgmma_dims_of(const qc_problem *p, int paired, int block, qc_launch_dims *d) {
     int bn, st;
     uint32_t smem;
     int64_t tiles;
-    fp8_wgmma_plan(p->m, p->n, paired, &bn, &st, &smem, &tiles);
+    fp8_wgmma_plan(p->m, p->n, paired, block, &bn, &st, &smem, &tiles);
     const int64_t cap = paired ? g_fp8_pair_grid : WG_SMS;
     dims_1d(d, tiles < cap ? tiles : cap, 384, smem); /* paired: tiles and the cap are even, whole clusters */
     d->grid[1] = (uint32_t)fp8_wgmma_splits(tiles, p->k);
 }
-static void wgmma_dims(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_of(p, 0, d); }
-static void wgmma_pair_dims(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_of(p, 1, d); }
+static void wgmma_dims(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_of(p, 0, 0, d); }
+static void wgmma_pair_dims(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_of(p, 1, 0, d); }
+static void wgmma_block_dims(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_of(p, 0, 1, d); }
+static void wgmma_pair_block_dims(const qc_problem *p, qc_launch_dims *d) { wgmma_dims_of(p, 1, 1, d); }
 
 /* 16 output columns per block of 8 warps */
 static void gemv_dims(const qc_problem *p, qc_launch_dims *d) {
@@ -543,14 +548,14 @@ static const kspec g_kernels[] = {
      WG_BM + 1, (1ll << 31) - 2 * WG_BM, P_W8A8_WG, NP(P_W8A8_WG), FN(tensor_wg_ref), wgmma_pair_dims,
      elig_wgp_tensor, 1, NULL},
     {"fp8.gemm_block_wgmma_pair", "qc_fp8_gemm_block_wgmma", FP8_SRC_WGMMA, OPT_PAIR[2], {90, 90}, QC_PHASE_ANY,
-     WG_BM + 1, (1ll << 31) - 2 * WG_BM, P_W8A8_WG, NP(P_W8A8_WG), FN(block_wg_ref), wgmma_pair_dims,
+     WG_BM + 1, (1ll << 31) - 2 * WG_BM, P_W8A8_WG, NP(P_W8A8_WG), FN(block_wg_ref), wgmma_pair_block_dims,
      elig_wgp_block, 1, NULL},
     {"fp8.gemm_channel_wgmma", "qc_fp8_gemm_channel_wgmma", FP8_SRC_WGMMA, OPT_MODE[0], {90, 90}, QC_PHASE_ANY,
      GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8_WG, NP(P_W8A8_WG), FN(channel_wg_ref), wgmma_dims, elig_wg_channel, 1, NULL},
     {"fp8.gemm_tensor_wgmma", "qc_fp8_gemm_tensor_wgmma", FP8_SRC_WGMMA, OPT_MODE[1], {90, 90}, QC_PHASE_ANY,
      GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8_WG, NP(P_W8A8_WG), FN(tensor_wg_ref), wgmma_dims, elig_wg_tensor, 1, NULL},
     {"fp8.gemm_block_wgmma", "qc_fp8_gemm_block_wgmma", FP8_SRC_WGMMA, OPT_MODE[2], {90, 90}, QC_PHASE_ANY,
-     GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8_WG, NP(P_W8A8_WG), FN(block_wg_ref), wgmma_dims, elig_wg_block, 1, NULL},
+     GV_ROWS + 1, (1ll << 31) - WG_BM, P_W8A8_WG, NP(P_W8A8_WG), FN(block_wg_ref), wgmma_block_dims, elig_wg_block, 1, NULL},
     {"fp8.gemm_channel_mma", "qc_fp8_gemm_channel_mma", FP8_SRC_MMA, OPT_MODE[0], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
      65535ll * MM_T, P_W8A8, NP(P_W8A8), FN(channel_ref), mma_dims, elig_mm_channel, 0, NULL},
     {"fp8.gemm_tensor_mma", "qc_fp8_gemm_tensor_mma", FP8_SRC_MMA, OPT_MODE[1], {89, QC_SM_ANY}, QC_PHASE_ANY, 1,
@@ -622,7 +627,7 @@ static void read_bn_eff(void) {
     }
     static const char *const names[4] = {"FP8_EFF256", "FP8_EFF192", "FP8_EFF160", "FP8_EFF128"};
     for (int i = 0; i < 4; i++) {
-        g_fp8_eff[i] = v[i];
+        g_fp8_eff[0][i] = g_fp8_eff[1][i] = v[i];
         if (g_xn[X_WGMMA] == X_OPTS) g_xn[X_WGMMA]--;
         snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, "-D%s=%d", names[i], v[i]);
     }

@@ -135,8 +135,10 @@
 /* tile width: the one whose waves of WG_SMS tiles carry the most useful columns, weighted by how fast
    a tile of that width runs (FP8_EFF256 / 192 / 160 / 128, the host's QC_FP8_BN_EFF when set; a weight of 0 never
    picks that width; the pair builds never take 256); keep in step with fp8_wgmma_plan in fp8_kernels.c */
+/* the row-scaled modes (0, 1) take 256 and not 160 by default; the block mode (2) the widths it had before 256:
+   fp8_kernels.c's g_fp8_eff says why */
 #ifndef FP8_EFF256
-#define FP8_EFF256 100
+#define FP8_EFF256 (FP8_MODE == 2 ? 0 : 110)
 #endif
 #if FP8_EFF256 > 0 && FP8_P > 1
 #error "FP8_PROMOTE > 1 needs FP8_EFF256=0 (QC_FP8_BN_EFF=0,...): a 256-column tile promotes each half-stage"
@@ -144,8 +146,8 @@
 #ifndef FP8_EFF192
 #define FP8_EFF192 100
 #endif
-#ifndef FP8_EFF160 /* off by default (fp8_kernels.c's g_fp8_eff says why) */
-#define FP8_EFF160 0
+#ifndef FP8_EFF160
+#define FP8_EFF160 (FP8_MODE == 2 ? 96 : 0)
 #endif
 #ifndef FP8_EFF128
 #define FP8_EFF128 90
@@ -500,6 +502,14 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             /* The epilogue reads tot and the scales only (acc is being written by the tensor cores); the
                column scales come from shared memory one 8-column chunk at a time, so that no register set
                beside acc and tot is needed.  Columns past n were not copied and are not stored. */
+            /* bf16 rows straight from the registers (BN 256, the pair builds): with n % 16 == 0 a warp's chunk
+               pairs (2i, 2i + 1) are all stored or none (tiles start at multiples of 32), so lanes 2q and 2q + 1
+               swap halves (one shuffle a row and pair) and each stores 8 bytes: a quad's store fills a 32-byte
+               sector, as f32 rows do, not half of one (H200, session 19: 4-byte bf16 stores made o 6% slower) */
+            /* (narrower tiles stage such rows; the pair builds and the tensor mode have no registers to spare: a
+               4-byte spill) */
+            const bool xchg = FP8_CLUSTER == 1 && FP8_MODE != 1 && BN == 256 && !(n & 15);
+            u32 ev0 = 0, ev1 = 0; /* the even chunk's bf16 pairs (rows r0, r1), kept for its odd partner */
 #pragma unroll 1
             for (int rep = 0; rep < FP8_EPI_REPS; rep++) {
                 if (rep) asm volatile("" ::: "memory"); /* FP8_EPI_REPS > 1 (diagnosis): kept apart, not merged */
@@ -525,6 +535,18 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                                              4u * (lane & 3) + 16u * j;
                         qc_sts32(st0, qc_bf16x2(v00, v01));
                         qc_sts32(st0 + 8 * RS, qc_bf16x2(v10, v11));
+                    } else if (yb && xchg) {
+                        const u32 p0 = qc_bf16x2(v00, v01), p1 = qc_bf16x2(v10, v11);
+                        if (j & 1) { /* even lane: its even-chunk pair + its partner's; odd lane: partner's + its own */
+                            const bool odd = lane & 1;
+                            const u32 x0 = __shfl_xor_sync(0xffffffffu, odd ? ev0 : p0, 1);
+                            const u32 x1 = __shfl_xor_sync(0xffffffffu, odd ? ev1 : p1, 1);
+                            const long long cs = odd ? cn - 2 : cn - 8; /* 8-byte aligned: n % 16 == 0 */
+                            if (r0 < m) *(u64 *)(yb + r0 * n + cs) = odd ? (u64)x0 | (u64)p0 << 32 : (u64)ev0 | (u64)x0 << 32;
+                            if (r1 < m) *(u64 *)(yb + r1 * n + cs) = odd ? (u64)x1 | (u64)p1 << 32 : (u64)ev1 | (u64)x1 << 32;
+                        } else {
+                            ev0 = p0, ev1 = p1;
+                        }
                     } else if (yb) {
                         if (r0 < m) *(u32 *)(yb + r0 * n + cn) = qc_bf16x2(v00, v01);
                         if (r1 < m) *(u32 *)(yb + r1 * n + cn) = qc_bf16x2(v10, v11);
