@@ -190,7 +190,7 @@ static int g_fp8_eff[2][4] = {{110, 100, 0, 90}, {0, 100, 96, 90}};
  * pairs that share W), whose walk rounds the row tiles up to pairs; they never take 256. */
 static void fp8_wgmma_plan(int64_t m, int64_t n, int paired, int block, int *bn, int *stages, uint32_t *smem_bytes,
                            int64_t *tiles) {
-    static const int bns[4] = {256, 192, 160, 128}, sts[4] = {4, 4, 5, 5};
+    static const int bns[4] = {256, 192, 160, 128}, sts[4] = {4, 4, 4, 5}; /* 160: 4, see FP8_ST160 */
     const int *eff = g_fp8_eff[block != 0];
     int64_t tm = m > 0 ? cdiv(m, WG_BM) : 0, best = -1;
     if (paired) tm = (tm + 1) & ~(int64_t)1;

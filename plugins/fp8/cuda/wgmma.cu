@@ -44,7 +44,7 @@
 /*   FP8_PROMOTE P (channel and tensor modes; default 1): the wgmma accumulator runs over P 128-K stages before
  *     it is promoted into f32, so a warpgroup waits for its own wgmma group once per P stages (the block mode
  *     needs each 128-K group's own scales: always 1). */
-/*   FP8_ST192, FP8_ST160, FP8_ST128: ring stages per tile width (defaults 4, 5, 5: what the host sizes the
+/*   FP8_ST256, FP8_ST192, FP8_ST160, FP8_ST128: ring stages per tile width (defaults 4, 4, 4, 5: what the host sizes the
  *     shared memory for beside the bf16 staging, see fp8_wgmma_plan; fewer are allowed, for A/B runs of the ring's
  *     depth; 4 ran as fast as 5 at 128 and 192 columns, H200 session 17 call 9). */
 #ifndef FP8_ST256
@@ -53,15 +53,16 @@
 #ifndef FP8_ST192
 #define FP8_ST192 4
 #endif
-#ifndef FP8_ST160
-#define FP8_ST160 5
+#ifndef FP8_ST160 /* 4 since 256-column tiles: the channel build's column scales (4 KiB of static shared memory)
+                      and 5 stages + staging at 160 came to 232576 bytes, over the 232448 a block may have */
+#define FP8_ST160 4
 #endif
 #ifndef FP8_ST128
 #define FP8_ST128 5
 #endif
-#if FP8_ST256 > 4 || FP8_ST192 > 4 || FP8_ST160 > 5 || FP8_ST128 > 5 || FP8_ST256 < 2 || FP8_ST192 < 2 || \
+#if FP8_ST256 > 4 || FP8_ST192 > 4 || FP8_ST160 > 4 || FP8_ST128 > 5 || FP8_ST256 < 2 || FP8_ST192 < 2 || \
     FP8_ST160 < 2 || FP8_ST128 < 2
-#error "FP8_ST*: 2 up to the stages the host sizes shared memory for (4, 4, 5, 5)"
+#error "FP8_ST*: 2 up to the stages the host sizes shared memory for (4, 4, 4, 5)"
 #endif
 #ifndef FP8_PROMOTE
 #define FP8_PROMOTE 1
