@@ -178,10 +178,11 @@ static void quant_dims(const qc_problem *p, qc_launch_dims *d) { dims_1d(d, p->m
  * GEMMs (channel, tensor: [0]) and the block-scaled one ([1]); QC_FP8_BN_EFF="a,b,c,d" replaces both, for the host
  * plan and, as -DFP8_EFF256/192/160/128, the device's (e.g. "0,0,0,1" forces 128-column tiles).  Measured (H200,
  * session 19 call 1, channel, each width forced): a 256-column tile runs 1.12x as many columns a second as a 192 one
- * on gate_up and ~1.0x on o, a 128 one 0.85-0.9x.  160 is off there: beside 256 it is the best width only on a few
- * shapes, and with all four widths in one kernel ptxas spills (56 bytes) on every width.  The block mode was slower
- * with 256 (0.83x of channel against 0.85-0.92 before) and keeps the widths it had. */
-static int g_fp8_eff[2][4] = {{110, 100, 0, 90}, {0, 100, 96, 90}};
+ * on gate_up and ~1.0x on o, a 128 one 0.85-0.9x.  160 is off: beside 256 it is the best width only on a few
+ * shapes, and with all four widths in one kernel ptxas spills (56 bytes) on every width.  The block mode, each width
+ * forced (call 3, with bf16 rows as 8-byte stores), is fastest at 256 too wherever channel is (4-17% faster than its
+ * 192 / 160 / 128 plan), so both rows are the same today; the block's own row stays for its own tuning. */
+static int g_fp8_eff[2][4] = {{110, 100, 0, 90}, {110, 100, 0, 90}};
 /* The tile width of the wgmma kernels, as the device code computes it (keep in step with qc_wg_bn in
  * cuda/wgmma.cu): 256, 192, 160 or 128 columns, whichever fills its last wave best.  Every mode promotes
  * each 128-K stage into f32 registers, so a thread holds two register sets, BN/2 each up to 192 columns; 256

@@ -136,10 +136,9 @@
 /* tile width: the one whose waves of WG_SMS tiles carry the most useful columns, weighted by how fast
    a tile of that width runs (FP8_EFF256 / 192 / 160 / 128, the host's QC_FP8_BN_EFF when set; a weight of 0 never
    picks that width; the pair builds never take 256); keep in step with fp8_wgmma_plan in fp8_kernels.c */
-/* the row-scaled modes (0, 1) take 256 and not 160 by default; the block mode (2) the widths it had before 256:
-   fp8_kernels.c's g_fp8_eff says why */
+/* 256 in, 160 out by default: fp8_kernels.c's g_fp8_eff says why */
 #ifndef FP8_EFF256
-#define FP8_EFF256 (FP8_MODE == 2 ? 0 : 110)
+#define FP8_EFF256 110
 #endif
 #if FP8_EFF256 > 0 && FP8_P > 1
 #error "FP8_PROMOTE > 1 needs FP8_EFF256=0 (QC_FP8_BN_EFF=0,...): a 256-column tile promotes each half-stage"
@@ -148,7 +147,7 @@
 #define FP8_EFF192 100
 #endif
 #ifndef FP8_EFF160
-#define FP8_EFF160 (FP8_MODE == 2 ? 96 : 0)
+#define FP8_EFF160 0
 #endif
 #ifndef FP8_EFF128
 #define FP8_EFF128 90
