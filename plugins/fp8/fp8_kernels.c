@@ -179,10 +179,11 @@ static void quant_dims(const qc_problem *p, qc_launch_dims *d) { dims_1d(d, p->m
  * plan and, as -DFP8_EFF256/192/160/128, the device's (e.g. "0,0,0,1" forces 128-column tiles).  Measured (H200,
  * session 19 call 1, channel, each width forced): a 256-column tile runs 1.12x as many columns a second as a 192 one
  * on gate_up and ~1.0x on o, a 128 one 0.85-0.9x.  160 is off: beside 256 it is the best width only on a few
- * shapes, and with all four widths in one kernel ptxas spills (56 bytes) on every width.  The block mode, each width
- * forced (call 3, with bf16 rows as 8-byte stores), is fastest at 256 too wherever channel is (4-17% faster than its
- * 192 / 160 / 128 plan), so both rows are the same today; the block's own row stays for its own tuning. */
-static int g_fp8_eff[2][4] = {{110, 100, 0, 90}, {110, 100, 0, 90}};
+ * shapes, and with all four widths in one kernel ptxas spills (56 bytes) on every width.  The block mode is fastest
+ * at 256 too (call 3, each width forced), but only in a build without 192: with the 192 path in the same kernel its
+ * 256 path ran 10-17% slower (call 5: o 1024 41.8 against 37.3 us, down 127.4 against 108.3; the same code path,
+ * nearly the same SASS; channel does not care), and 128 does as well as 192 where 256 loses (qkv 1024). */
+static int g_fp8_eff[2][4] = {{110, 100, 0, 90}, {110, 0, 0, 90}};
 /* The tile width of the wgmma kernels, as the device code computes it (keep in step with qc_wg_bn in
  * cuda/wgmma.cu): 256, 192, 160 or 128 columns, whichever fills its last wave best.  Every mode promotes
  * each 128-K stage into f32 registers, so a thread holds two register sets, BN/2 each up to 192 columns; 256

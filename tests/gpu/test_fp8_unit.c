@@ -99,10 +99,16 @@ static void descriptors(qc_runtime *rt) {
                       d.shared_bytes == 4u * (16384u + 20480u) + 128u * 336u + 1024u ||
                       d.shared_bytes == 5u * 32768u + 128u * 272u + 1024u,
                   "channel dims m=%lld: smem %u", (long long)ms[i], d.shared_bytes);
-            /* the block mode's weights are the channel mode's today (g_fp8_eff): the same plan */
-            CHECK(db.grid[0] == d.grid[0] && db.grid[1] == d.grid[1] && db.shared_bytes == d.shared_bytes,
-                  "block dims m=%lld: grid %u x %u smem %u, channel's %u x %u smem %u", (long long)ms[i], db.grid[0],
-                  db.grid[1], db.shared_bytes, d.grid[0], d.grid[1], d.shared_bytes);
+            /* the block mode plans without 192 (g_fp8_eff): 256 or 128 columns; the channel plan wherever that is
+               not 192 */
+            CHECK(db.grid[0] >= 1 && db.grid[0] <= 132 && db.block[0] == 384 && db.grid[1] >= 1 && db.grid[1] <= 4 &&
+                      (db.shared_bytes == 4u * (16384u + 32768u) + 1024u ||
+                       db.shared_bytes == 5u * 32768u + 128u * 272u + 1024u),
+                  "block dims m=%lld: grid %u x %u smem %u", (long long)ms[i], db.grid[0], db.grid[1], db.shared_bytes);
+            if (d.shared_bytes != 4u * (16384u + 24576u) + 128u * 400u + 1024u)
+                CHECK(db.grid[0] == d.grid[0] && db.grid[1] == d.grid[1] && db.shared_bytes == d.shared_bytes,
+                      "block dims m=%lld: grid %u x %u smem %u, channel's %u x %u smem %u", (long long)ms[i], db.grid[0],
+                      db.grid[1], db.shared_bytes, d.grid[0], d.grid[1], d.shared_bytes);
             /* split-K (grid.y): only while the tiles leave SMs idle, within one pass of 132 blocks, at most 4
                ways, each split at least 4 stages of 128 K; the workspace holds a slot per block and warpgroup */
             uint64_t tiles = d.grid[0];

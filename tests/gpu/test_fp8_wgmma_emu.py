@@ -59,7 +59,7 @@ FP8_BNS = (256, 192, 160, 128)  # fp8_wgmma_plan's bns, qc_wg_bn's bns
 FP8_ST = {256: 4, 192: 4, 160: 4, 128: 5}  # FP8_ST256, FP8_ST192, FP8_ST160, FP8_ST128 defaults (the host's sts)
 # the plan's speed weights of 256/192/160/128 columns (0: never that width): g_fp8_eff[0] = FP8_EFF* of the row-scaled
 # builds (channel, tensor), g_fp8_eff[1] = the block build's; QC_FP8_BN_EFF replaces both
-EFF_ROW = EFF_BLOCK = (110, 100, 0, 90)  # g_fp8_eff[0], [1]: the same since session 19 call 3
+EFF_ROW, EFF_BLOCK = (110, 100, 0, 90), (110, 0, 0, 90)  # g_fp8_eff[0], [1] (session 19 call 5)
 EFF_OLD = (0, 100, 96, 90)  # QC_FP8_BN_EFF=100,96,90 (the three-width form: 256 off), the weights before session 19
 EFF_256 = (100, 0, 0, 0)  # QC_FP8_BN_EFF=100,0,0,0: 256 columns wherever allowed (the pair builds: 128)
 WG_STG_PAD = 16  # bytes after each staged bf16 output row
@@ -959,14 +959,14 @@ def host_checks():
                     probs.append("eff %s: qc_wg_bn(%d, %d) = %d, fp8_wgmma_plan says %d" % (eff, m, n, bd, bh))
                 if eff[FP8_BNS.index(bh)] <= 0:
                     zero.append("eff %s m=%d n=%d: %d" % (eff, m, n, bh))
-                if eff == EFF_ROW:  # (EFF_BLOCK is the same)
-                    taken.add(bh)
-    want_taken = {256, 192, 128}
+                if eff in (EFF_ROW, EFF_BLOCK):
+                    taken.add((eff == EFF_BLOCK, bh))
+    want_taken = {(False, 256), (False, 192), (False, 128), (True, 256), (True, 128)}
     report(not probs and not zero and taken == want_taken,
            "qc_wg_bn (device) equals fp8_wgmma_plan (host), weight-0 widths never taken: %s" %
            (probs[:2] or zero[:2] or ("default weights take %s" % sorted(taken) if taken != want_taken else
-                                      "%d weight sets over m 1..16384, n 16..28672 (defaults, every mode: 256, 192, "
-                                      "128)" % len(EFFS))))
+                                      "%d weight sets over m 1..16384, n 16..28672 (defaults: channel and tensor 256, "
+                                      "192, 128; block 256, 128)" % len(EFFS))))
     probs = []  # the pair builds: the same with row tiles in pairs, never 256; whole clusters; the split rule on pairs
     for eff in EFFS:
         for m in (129, 200, 300, 385, 1000, 1024, 1100, 2047, 4096):
@@ -1089,14 +1089,14 @@ group("host plan", [
 group("wide tiles (BN 160, 192)", [
     (2, 1100, 1808, 144, dict(grid_x=12, eff=EFF_OLD)),  # BN 160: tiles 0/32/64/96 columns into a weight block, last 48 wide
     (0, 1100, 1808, 272, dict(grid_x=20, eff=EFF_OLD)),
-    (2, 1100, 2256, 272, dict(grid_x=12)),   # BN 192: tiles 0 and 64 columns into a weight block, last 144 wide
+    (2, 1100, 2256, 272, dict(grid_x=12, eff=EFF_ROW)),   # BN 192: tiles 0 and 64 columns into a weight block, last 144 wide
     (1, 17, 21136, 16),                      # BN 192 on the host's 111 blocks, one row tile (rows past m read zeros)
     (2, 129, 8464, 144, dict(grid_x=9, ST=2, eff=EFF_OLD)),  # BN 160, the shallowest ring
     (0, 17, 21136, 400, dict(grid_x=8, P=3, eff=EFF_OLD)),   # BN 192, promotion every 3 stages (256 off)
 ])
 # BN 256: each stage as two 128-column halves through one acc (default weights where the plan takes it; split-K at 256
 # only with 256 forced, EFF_256: one wave of 256 tiles scores below 128's)
-# (the block mode takes the same weights as the row-scaled ones, EFF_ROW, since session 19 call 3)
+# (block cases pass EFF_ROW: with 192 in, as the block build's defaults leave it out)
 group("BN 256 (two halves a stage)", [
     (0, 1024, 4096, 256, dict(bf16=True)),       # 8 x 16 tiles, one wave; bf16 as 8-byte pairs from the registers
     (1, 1000, 28656, 400, dict(policies=("random",))),  # 896 tiles, 7 a block; the last 240 wide: half 1 partial
@@ -1117,7 +1117,7 @@ group("BN 256 (two halves a stage)", [
 ])
 group("bf16 output (y.bf16)", [
     (0, 300, 400, 400, dict(grid_x=2, bf16=True)),             # BN 128 staged, 6 tiles a block (staging reused)
-    (2, 1100, 2256, 272, dict(grid_x=12, bf16=True)),          # BN 192 staged
+    (2, 1100, 2256, 272, dict(grid_x=12, eff=EFF_ROW, bf16=True)),          # BN 192 staged
     (1, 1100, 1808, 144, dict(grid_x=6, eff=EFF_OLD, bf16=True)),  # BN 160 staged
     (0, 129, 352, 1040, dict(grid_y=2, bf16=True)),            # split 2, the last arriver stages
     (0, 17, 144, 400, dict(bf16=True)),                        # a 16-column tile: 32-byte rows

@@ -136,7 +136,7 @@
 /* tile width: the one whose waves of WG_SMS tiles carry the most useful columns, weighted by how fast
    a tile of that width runs (FP8_EFF256 / 192 / 160 / 128, the host's QC_FP8_BN_EFF when set; a weight of 0 never
    picks that width; the pair builds never take 256); keep in step with fp8_wgmma_plan in fp8_kernels.c */
-/* 256 in, 160 out by default: fp8_kernels.c's g_fp8_eff says why */
+/* 256 in, 160 out by default, and 192 out of the block build: fp8_kernels.c's g_fp8_eff says why */
 #ifndef FP8_EFF256
 #define FP8_EFF256 110
 #endif
@@ -144,7 +144,7 @@
 #error "FP8_PROMOTE > 1 needs FP8_EFF256=0 (QC_FP8_BN_EFF=0,...): a 256-column tile promotes each half-stage"
 #endif
 #ifndef FP8_EFF192
-#define FP8_EFF192 100
+#define FP8_EFF192 (FP8_MODE == 2 ? 0 : 100)
 #endif
 #ifndef FP8_EFF160
 #define FP8_EFF160 0

@@ -1,0 +1,10 @@
+#!/bin/bash
+# session 19 call 6: the final defaults (block builds without 192: 256 / 128): test_gpu_fp8 (correctness only) and the
+# block GEMM's times beside channel's, bf16 rows.
+for d in .device; do tar -C $d -xJf $d/pack.tar.xz; mkdir -p "$(dirname "$(cat $d/bin/plugin_dir.txt)")" && ln -sfn "$PWD/$d/bin/plugins" "$(cat $d/bin/plugin_dir.txt)"; done
+export QCORE_CACHE_DIR=/tmp/kc; B=.device; W=/tmp/w; mkdir -p $W
+t0=$(date +%s)
+QC_TEST_NO_TIMINGS=1 timeout 95 $B/bin/test_gpu_fp8 > $W/fp8.txt 2>&1; echo "test_gpu_fp8 rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" $W/fp8.txt | head -5
+timeout 25 $B/bin/qcore gemm-bench --m 1024,2048,4096 --formats fp8,fp8:block --kernels fp8.gemm_channel_wgmma,fp8.gemm_block_wgmma --out bf16 > $W/gb.txt 2>&1
+echo "$(grep -E 'wgmma' $W/gb.txt | grep -v -E 'refused|activation|check' | awk '{printf "%s/%s/%s %s  ", substr($2,10,5), $3, $4, $5}')"
+tar -C $W -cJf $OUT/raw.tar.xz .
