@@ -1,5 +1,5 @@
 #!/bin/bash
-# session 19 call 6: the final defaults (block builds without 192: 256 / 128): test_gpu_fp8 (correctness only) and the
+# session 19 call 6 (NOT RUN: no device time left): the final defaults (block builds without 192: 256 / 128): test_gpu_fp8 (correctness only) and the
 # block GEMM's times beside channel's, bf16 rows.
 for d in .device; do tar -C $d -xJf $d/pack.tar.xz; mkdir -p "$(dirname "$(cat $d/bin/plugin_dir.txt)")" && ln -sfn "$PWD/$d/bin/plugins" "$(cat $d/bin/plugin_dir.txt)"; done
 export QCORE_CACHE_DIR=/tmp/kc; B=.device; W=/tmp/w; mkdir -p $W
