@@ -624,7 +624,7 @@ static void read_bn_eff(void) {
     if (bad || sum == 0) {
         fprintf(stderr,
                 "fp8: QC_FP8_BN_EFF: ignoring '%s' (want four integers 0..1000 for 256,192,160,128 columns, not all 0, "
-                "e.g. 100,100,0,90)\n", e);
+                "e.g. 110,100,0,90)\n", e);
         return;
     }
     static const char *const names[4] = {"FP8_EFF256", "FP8_EFF192", "FP8_EFF160", "FP8_EFF128"};

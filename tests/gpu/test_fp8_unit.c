@@ -50,6 +50,17 @@ static qc_problem prob(uint32_t sm, int64_t m, int64_t n, int64_t k, uint32_t sc
     return p;
 }
 
+/* The shared memory the fp8 wgmma plan sizes for BN-column tiles: 128 x 256 in 4 stages without staging, 128 x 192
+ * and 128 x 160 in 4, 128 x 128 in 5, each then 128 staged bf16 rows of BN * 2 + 16 bytes; 1024 for alignment. */
+static uint32_t wg_smem(int bn) {
+    switch (bn) {
+    case 256: return 4u * (16384u + 32768u) + 1024u;
+    case 192: return 4u * (16384u + 24576u) + 128u * 400u + 1024u;
+    case 160: return 4u * (16384u + 20480u) + 128u * 336u + 1024u;
+    default: return 5u * 32768u + 128u * 272u + 1024u;
+    }
+}
+
 static void descriptors(qc_runtime *rt) {
     for (size_t i = 0; i < N_KERNELS; i++) {
         const qc_kernel_desc *k = qc_kernel_find(rt, KERNELS[i].id);
@@ -92,20 +103,15 @@ static void descriptors(qc_runtime *rt) {
             CHECK(d.grid[0] >= 1 && d.grid[0] <= 132 && d.block[0] == 384 && d.shared_bytes <= SMEM_OPTIN_H200 - 256,
                   "channel dims m=%lld n=%lld: grid %u smem %u", (long long)ms[i], (long long)shapes[s][0], d.grid[0],
                   d.shared_bytes);
-            /* 128 x 192 tiles in 4 stages, 128 x 160 in 4, 128 x 128 in 5, then 128 staged bf16 rows of BN * 2 + 16
-               bytes; 128 x 256 in 4 stages without staging: the same plan for every scaling mode */
-            CHECK(d.shared_bytes == 4u * (16384u + 32768u) + 1024u ||
-                      d.shared_bytes == 4u * (16384u + 24576u) + 128u * 400u + 1024u ||
-                      d.shared_bytes == 4u * (16384u + 20480u) + 128u * 336u + 1024u ||
-                      d.shared_bytes == 5u * 32768u + 128u * 272u + 1024u,
+            CHECK(d.shared_bytes == wg_smem(256) || d.shared_bytes == wg_smem(192) || d.shared_bytes == wg_smem(160) ||
+                      d.shared_bytes == wg_smem(128),
                   "channel dims m=%lld: smem %u", (long long)ms[i], d.shared_bytes);
             /* the block mode plans without 192 (g_fp8_eff): 256 or 128 columns; the channel plan wherever that is
                not 192 */
             CHECK(db.grid[0] >= 1 && db.grid[0] <= 132 && db.block[0] == 384 && db.grid[1] >= 1 && db.grid[1] <= 4 &&
-                      (db.shared_bytes == 4u * (16384u + 32768u) + 1024u ||
-                       db.shared_bytes == 5u * 32768u + 128u * 272u + 1024u),
+                      (db.shared_bytes == wg_smem(256) || db.shared_bytes == wg_smem(128)),
                   "block dims m=%lld: grid %u x %u smem %u", (long long)ms[i], db.grid[0], db.grid[1], db.shared_bytes);
-            if (d.shared_bytes != 4u * (16384u + 24576u) + 128u * 400u + 1024u)
+            if (d.shared_bytes != wg_smem(192))
                 CHECK(db.grid[0] == d.grid[0] && db.grid[1] == d.grid[1] && db.shared_bytes == d.shared_bytes,
                       "block dims m=%lld: grid %u x %u smem %u, channel's %u x %u smem %u", (long long)ms[i], db.grid[0],
                       db.grid[1], db.shared_bytes, d.grid[0], d.grid[1], d.shared_bytes);
@@ -129,7 +135,7 @@ static void descriptors(qc_runtime *rt) {
         qc_problem p = prob(90, 1024, 4096, 4096, 2);
         qc_launch_dims d;
         k->launch_dims(&p, &d);
-        CHECK(d.grid[0] == 128 && d.grid[1] == 1 && d.shared_bytes == 4u * (16384u + 32768u) + 1024u,
+        CHECK(d.grid[0] == 128 && d.grid[1] == 1 && d.shared_bytes == wg_smem(256),
               "o m=1024: grid %u x %u smem %u, want 128 x 1, 197632", d.grid[0], d.grid[1], d.shared_bytes);
     }
     /* the pair builds: m > 128 only; whole clusters (an even grid), row tiles counted in pairs (an odd count gets an

@@ -3,6 +3,7 @@
 #include <float.h>
 #include <math.h>
 
+#include "../../plugins/common/qc_bf16.h"
 #include "../../plugins/common/qc_fp8_codec.h"
 #include "qc_test.h"
 
@@ -44,7 +45,6 @@ static float of_bits(uint32_t u) {
     memcpy(&f, &u, 4);
     return f;
 }
-static float bf(uint32_t h) { return of_bits(h << 16); }
 
 typedef struct {
     const char *name;
@@ -86,10 +86,10 @@ static void report(const tally *t) {
 static uint64_t exhaustive_bf16(float d, const char *name) {
     tally t = {.name = name};
     for (uint32_t ah = 0x0001; ah < 0x7f80; ah++) {
-        const float a = bf(ah), s = scale_of(a, d), rs = rcp_of(a, s);
+        const float a = qc_bf16_to_f32((uint16_t)ah), s = scale_of(a, d), rs = rcp_of(a, s);
         for (uint32_t xh = 0; xh <= ah; xh++) {
-            compare(&t, bf(xh), a, d, s, rs);
-            compare(&t, bf(xh | 0x8000u), a, d, s, rs);
+            compare(&t, qc_bf16_to_f32((uint16_t)xh), a, d, s, rs);
+            compare(&t, qc_bf16_to_f32((uint16_t)(xh | 0x8000u)), a, d, s, rs);
         }
     }
     report(&t);
