@@ -477,7 +477,7 @@ static const qc_kernel_param P_W8A16[] = {
 };
 /* xq in boxes of 128 rows, W in boxes of 32 rows (any tile width a multiple of 32), both 128 K = 128
  * bytes wide: the 128-byte swizzle span */
-static const qc_tensor_map_spec MAPS_W8A8[] = {
+static qc_tensor_map_spec MAPS_W8A8[] = { /* not const: QC_FP8_WBOX sets the W box's rows at registration */
     {"xq", QC_DT_F8_E4M3, "m", "k", WG_BM, WG_BK, 128},
     {"w.qweight", QC_DT_F8_E4M3, "n", "k", 32, WG_BK, 128},
 };
@@ -634,6 +634,20 @@ static void read_bn_eff(void) {
         snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, "-D%s=%d", names[i], v[i]);
     }
 }
+/* QC_FP8_WBOX=R (32, 64, 128 or 256): rows of W per TMA box of the wgmma GEMMs, here (the map) and on the device
+ * (WG_BOX_ROWS); the tile widths built in must be multiples of it (the build refuses otherwise) */
+static void read_wbox(void) {
+    const char *e = getenv("QC_FP8_WBOX");
+    if (!e) return;
+    const int r = atoi(e);
+    if (r != 32 && r != 64 && r != 128 && r != 256) {
+        fprintf(stderr, "fp8: QC_FP8_WBOX: ignoring '%s' (want 32, 64, 128 or 256 rows)\n", e);
+        return;
+    }
+    MAPS_W8A8[1].box_rows = (uint32_t)r;
+    if (g_xn[X_WGMMA] == X_OPTS) g_xn[X_WGMMA]--;
+    snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, "-DWG_BOX_ROWS=%d", r);
+}
 /* a kernel's NVRTC options: its FP8_MODE option (opts is one of OPT_MODE or OPT_PAIR), the pair builds' cluster
  * option, then its family's extra ones */
 static const char *g_xopts_pair[3][3 + X_OPTS];
@@ -656,6 +670,7 @@ qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
     g_fp8_pair_grid = qc_env_int("fp8", "QC_FP8_PAIR_GRID", 2, WG_SMS, WG_SMS) & ~1;
     read_extra_opts(X_WGMMA);
     read_bn_eff();
+    read_wbox();
     read_extra_opts(X_GEMV);
     for (size_t j = 0; j < 3 * n; j++) { /* three passes, each in table order */
         const kspec *s = &g_kernels[j % n];

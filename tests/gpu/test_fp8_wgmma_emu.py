@@ -926,7 +926,7 @@ def host_checks():
             (KSRC, "wgmma.cu", "eff[4] = {FP8_CLUSTER == 2 ? 0 : FP8_EFF256, FP8_EFF192"),
             (KSRC, "wgmma.cu", "if (eff[i] <= 0) continue;"),
             (KSRC, "wgmma.cu", "constexpr int NH = BN == 256 ? 2 : 1, BNW = BN / NH;"),
-            (KSRC, "wgmma.cu", "if (h == 0) qc_mbar_wait(full + 8 * st_, ph);"),
+            (KSRC, "wgmma.cu", "if (h == 0 && !FP8_SKIP_TMA) qc_mbar_wait(full + 8 * st_, ph);"),
             (KSRC, "wgmma.cu", "lb = lb0 + st_ * (STAGE >> 4) + h * (BNW * WG_BK >> 4);"),
             (KSRC, "wgmma.cu", "if (kt > kt_b || h > 0 || !issued) issue(s, (kt - kt_b) % FP8_P == 0, h);"),
             (KSRC, "wgmma.cu", "if (h == NH - 1 && lane == 0)"),

@@ -108,6 +108,29 @@
 #ifndef FP8_SKIP_EPI
 #define FP8_SKIP_EPI 0
 #endif
+/*   FP8_SKIP_ALL=1 (diagnosis): every block returns right after its barriers' init, so the time is the launch of a
+ *     block of this size and shared memory, and the grid's start and end (the fixed cost of a one-wave GEMM). */
+#ifndef FP8_SKIP_ALL
+#define FP8_SKIP_ALL 0
+#endif
+/*   FP8_SKIP_TMA=1 (diagnosis): the producer copies nothing and the consumers do not wait for the full barriers, so the
+ *     wgmma and promotion loop runs alone on whatever the ring holds; FP8_SKIP_PROMOTE=1 adds no acc into tot;
+ *     FP8_NO_WAIT=1 (with FP8_SKIP_PROMOTE) does not wait for each stage's wgmma group either (session 20). */
+#ifndef FP8_SKIP_TMA
+#define FP8_SKIP_TMA 0
+#endif
+#ifndef FP8_SKIP_PROMOTE
+#define FP8_SKIP_PROMOTE 0
+#endif
+#ifndef FP8_NO_WAIT
+#define FP8_NO_WAIT 0
+#endif
+/*   FP8_DBL128=1: 128-column tiles keep two accumulators (64 + 64 + tot's 64 registers), so that a warpgroup issues
+ *     stage kt + 1's wgmma group before it waits for stage kt's (wait_group 1) and promotes stage kt while the next
+ *     runs; one accumulator leaves the tensor cores without this warpgroup's work from each wait to the next issue. */
+#ifndef FP8_DBL128
+#define FP8_DBL128 0
+#endif
 #if FP8_CLUSTER != 1 && FP8_CLUSTER != 2
 #error "FP8_CLUSTER: 1 or 2"
 #endif
@@ -128,7 +151,9 @@
 #define WG_BK 128 /* K elements (= bytes) per stage */
 #define WG_GROUP_M 8
 #define WG_A_BYTES (WG_BM * WG_BK)
-#define WG_BOX_ROWS 32 /* rows of W per TMA box (keep in step with MAPS_W8A8 in fp8_kernels.c) */
+#ifndef WG_BOX_ROWS /* rows of W per TMA box (the host's map has the same: QC_FP8_WBOX, fp8_kernels.c) */
+#define WG_BOX_ROWS 32
+#endif
 #define WG_BOX_B_BYTES (WG_BOX_ROWS * WG_BK)
 #define WG_SW 256 /* column scales per buffer: the widest tile */
 #define WG_STG_PAD 16 /* bytes after each staged bf16 row (keep in step with fp8_wgmma_plan) */
@@ -151,6 +176,11 @@
 #endif
 #ifndef FP8_EFF128
 #define FP8_EFF128 90
+#endif
+/* a tile width takes whole W boxes (they stack into its stage) */
+#if (FP8_EFF256 > 0 && 256 % WG_BOX_ROWS) || (FP8_EFF192 > 0 && 192 % WG_BOX_ROWS) || \
+    (FP8_EFF160 > 0 && 160 % WG_BOX_ROWS) || (FP8_EFF128 > 0 && 128 % WG_BOX_ROWS)
+#error "WG_BOX_ROWS (QC_FP8_WBOX) must divide every tile width built in (QC_FP8_BN_EFF)"
 #endif
 __device__ __forceinline__ int qc_wg_bn(long long m, long long n) {
     const int bns[4] = {256, 192, 160, 128}, eff[4] = {FP8_CLUSTER == 2 ? 0 : FP8_EFF256, FP8_EFF192, FP8_EFF160,
@@ -287,6 +317,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #else
     __syncthreads();
 #endif
+    if (FP8_SKIP_ALL) return;
     const int kt_n = (int)((k + WG_BK - 1) / WG_BK); /* a ragged last stage reads zeros past k */
     /* split-K (gridDim.y > 1 and a workspace): this block's stages [kt_b, kt_e) of every tile it takes */
     const int nsp = work ? (int)gridDim.y : 1, spl = work ? (int)blockIdx.y : 0;
@@ -298,7 +329,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             asm volatile("prefetch.tensormap [%0];\n" ::"l"((u64)tmw) : "memory");
             int s = 0;
             unsigned ph = 0;
-            for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+            for (long long t = blockIdx.x; t < tiles && !FP8_SKIP_TMA; t += gridDim.x) {
                 long long tm, tn;
                 qc_wg_tile_of(t, tiles_m, tiles_n, &tm, &tn);
                 const int row0 = (int)(tm * WG_BM), col0 = (int)(tn * BN);
@@ -326,7 +357,8 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
         const int c = wg - 1, warp = (tid >> 5) & 3, lane = tid & 31;
         /* NH halves of BNW columns a stage: BN 256 runs as two wgmma-128 halves through one acc */
         constexpr int NH = BN == 256 ? 2 : 1, BNW = BN / NH;
-        float acc[BNW / 2], tot[BN / 2];
+        constexpr bool DBL = FP8_DBL128 && BN == 128 && FP8_P == 1 && FP8_CLUSTER == 1;
+        float acc[BNW / 2], tot[BN / 2], acc1[DBL ? BNW / 2 : 1];
 #if FP8_MODE == 2
         const long long kb = kt_n, nblk = (n + QC_FP8_BLOCK - 1) / QC_FP8_BLOCK; /* 128-K groups, weight block rows */
 #endif
@@ -346,15 +378,15 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
            out of the 14-bit address field) */
         const unsigned la0 = qc_desc_lo(base + c * (64 * WG_BK)), lb0 = qc_desc_lo(base + WG_A_BYTES);
 #endif
-        auto issue = [&](int st_, bool first, int h) { /* first: the stage starts a fresh sum */
-            if (h == 0) qc_mbar_wait(full + 8 * st_, ph);
+        auto issue_to = [&](float *a, int st_, bool first, int h) { /* first: the stage starts a fresh sum */
+            if (h == 0 && !FP8_SKIP_TMA) qc_mbar_wait(full + 8 * st_, ph);
 #if FP8_DESC_OLD
             const unsigned sa = base + st_ * STAGE + c * (64 * WG_BK),
                            sb = base + st_ * STAGE + WG_A_BYTES + h * (BNW * WG_BK);
             qc_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < WG_BK / 32 && !FP8_SKIP_MMA; kk++) /* 32 k = 32 B further along the swizzled rows */
-                qc_wgmma<BNW>(acc, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0 || !first);
+                qc_wgmma<BNW>(a, qc_desc(sa + 32 * kk), qc_desc(sb + 32 * kk), kk > 0 || !first);
 #else
             /* 32 k = 32 B further along the swizzled rows = + 2 in the descriptors' address field (sa, sb are
                1 KiB-aligned, so no carry): the stage's two descriptors once, not a mask and shift per wgmma on
@@ -363,10 +395,11 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             qc_wg_fence();
 #pragma unroll
             for (int kk = 0; kk < WG_BK / 32 && !FP8_SKIP_MMA; kk++)
-                qc_wgmma<BNW>(acc, qc_desc_of(la + 2 * kk), qc_desc_of(lb + 2 * kk), kk > 0 || !first);
+                qc_wgmma<BNW>(a, qc_desc_of(la + 2 * kk), qc_desc_of(lb + 2 * kk), kk > 0 || !first);
 #endif
             qc_wg_commit();
         };
+        auto issue = [&](int st_, bool first, int h) { issue_to(acc, st_, first, h); };
         /* Tiles are software-pipelined by one stage: the first stage of a warpgroup's next tile is issued
            before the epilogue of the current one (acc is free once promoted; the epilogue reads only tot),
            so the tensor cores work through both warpgroups' next stage while the tile is stored, instead
@@ -409,6 +442,57 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 if (kt < kt_e) sc[0] = xs0[kt], sc[1] = xs1[kt], sc[2] = wsa[kt], sc[3] = wsb[kt];
             };
 #endif
+            if constexpr (DBL) {
+                /* stages in pairs: kt's group into acc, kt + 1's into acc1, then wait_group 1 and promote acc while
+                   acc1's group runs, wait_group 0 and promote acc1.  No group stays in flight across the loop's back
+                   edge: with one in flight there, ptxas serialized every wgmma (C7514), even with its wait before
+                   the read of the other accumulator. */
+                auto retire = [&](float *a, int slot, float ps0, float ps1) { /* a's stage (at slot) is read */
+                    if (lane == 0) qc_mbar_arrive(empty + 8 * slot);
+#pragma unroll
+                    for (int i = 0; i < BNW / 2; i++) asm volatile("" : "+f"(a[i])::"memory");
+#if FP8_SKIP_PROMOTE
+                    (void)ps0, (void)ps1;
+#elif FP8_MODE == 2
+                    qc_promote_scaled<0, 16>(tot, a, ps0, ps1); /* 128 | col0: one weight block */
+#else
+                    (void)ps0, (void)ps1;
+#pragma unroll
+                    for (int i = 0; i < BNW / 2; i++) tot[i] += a[i];
+#endif
+                };
+                auto next_slot = [&]() {
+                    if (++s == ST) { s = 0; ph ^= 1u; }
+                };
+                float pa0 = 0.f, pa1 = 0.f, pb0 = 0.f, pb1 = 0.f; /* a_s * w_s of the pair's rows r0, r1 */
+                for (int kt = kt_b; kt < kt_e; kt += 2) {
+                    const bool two = kt + 1 < kt_e;
+#if FP8_MODE == 2
+                    /* loaded before the issue, used after the waits */
+                    const float xa0 = xs0[kt], xa1 = xs1[kt], wa = wsa[kt];
+                    const float xb0 = two ? xs0[kt + 1] : 0.f, xb1 = two ? xs1[kt + 1] : 0.f, wb = two ? wsa[kt + 1] : 0.f;
+#endif
+                    if (kt > kt_b || !issued) issue_to(acc, s, true, 0);
+                    const int sa_ = s;
+                    next_slot();
+                    if (two) {
+                        issue_to(acc1, s, true, 0);
+                        if (!FP8_NO_WAIT) qc_wg_wait<1>();
+                    } else if (!FP8_NO_WAIT) {
+                        qc_wg_wait<0>();
+                    }
+#if FP8_MODE == 2
+                    pa0 = xa0 * wa, pa1 = xa1 * wa, pb0 = xb0 * wb, pb1 = xb1 * wb;
+#endif
+                    retire(acc, sa_, pa0, pa1);
+                    if (two) {
+                        const int sb_ = s;
+                        next_slot();
+                        if (!FP8_NO_WAIT) qc_wg_wait<0>();
+                        retire(acc1, sb_, pb0, pb1);
+                    }
+                }
+            } else
             for (int kt = kt_b; kt < kt_e; kt++) {
 #if FP8_MODE == 2 && FP8_SCALE_AHEAD
                 const float xa0 = sc[0], xa1 = sc[1], wa = sc[2], wb = sc[3];
@@ -423,7 +507,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 for (int h = 0; h < NH; h++) {
                     if (kt > kt_b || h > 0 || !issued) issue(s, (kt - kt_b) % FP8_P == 0, h);
                     if (defer) break;
-                    qc_wg_wait<0>();
+                    if (!FP8_NO_WAIT) qc_wg_wait<0>();
                     if (h == NH - 1 && lane == 0) /* the group's stages are read: the producer may refill them */
                         for (int j = 0, sj = s; j <= (kt - kt_b) % FP8_P; j++, sj = sj > 0 ? sj - 1 : ST - 1) {
                             qc_mbar_arrive(empty + 8 * sj);
@@ -433,7 +517,9 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                         }
 #pragma unroll
                     for (int i = 0; i < BNW / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
-#if FP8_MODE == 2
+#if FP8_SKIP_PROMOTE
+                    (void)0;
+#elif FP8_MODE == 2
                     /* a_s * w_s first, as the reference */
                     const float s0a = xa0 * wa, s1a = xa1 * wa, s0b = xa0 * wb, s1b = xa1 * wb;
                     if constexpr (BN == 256) /* 256 | col0: half h is weight block b0 + h */
