@@ -178,12 +178,12 @@ static void quant_dims(const qc_problem *p, qc_launch_dims *d) { dims_1d(d, p->m
  * GEMMs (channel, tensor: [0]) and the block-scaled one ([1]); QC_FP8_BN_EFF="a,b,c,d" replaces both, for the host
  * plan and, as -DFP8_EFF256/192/160/128, the device's (e.g. "0,0,0,1" forces 128-column tiles).  Measured (H200,
  * session 19 call 1, channel, each width forced): a 256-column tile runs 1.12x as many columns a second as a 192 one
- * on gate_up and ~1.0x on o, a 128 one 0.85-0.9x.  160 is off: beside 256 it is the best width only on a few
- * shapes, and with all four widths in one kernel ptxas spills (56 bytes) on every width.  The block mode is fastest
- * at 256 too (call 3, each width forced), but only in a build without 192: with the 192 path in the same kernel its
- * 256 path ran 10-17% slower (call 5: o 1024 41.8 against 37.3 us, down 127.4 against 108.3; the same code path,
- * nearly the same SASS; channel does not care), and 128 does as well as 192 where 256 loses (qkv 1024). */
-static int g_fp8_eff[2][4] = {{110, 100, 0, 90}, {110, 0, 0, 90}};
+ * on gate_up and ~1.0x on o.  160 is off: beside 256 it is the best width only on a few shapes, and with all four
+ * widths in one kernel ptxas spills (56 bytes) on every width.  The block mode's 256 path ran 10-17% slower with the
+ * 192 path in the same kernel (session 19 call 5), so the block build left 192 out; since session 20 no build has it:
+ * 128-column tiles with two accumulators (FP8_DBL128: 9-12% faster than one at M = 1024, call 5) and 128-row W boxes
+ * run qkv 1024 in 49.8 us against 192's 51.9, and 128 | 256 lets W come in 128-row boxes (choose_wbox). */
+static int g_fp8_eff[2][4] = {{110, 0, 0, 90}, {110, 0, 0, 90}};
 /* The tile width of the wgmma kernels, as the device code computes it (keep in step with qc_wg_bn in
  * cuda/wgmma.cu): 256, 192, 160 or 128 columns, whichever fills its last wave best.  Every mode promotes
  * each 128-K stage into f32 registers, so a thread holds two register sets, BN/2 each up to 192 columns; 256
@@ -475,11 +475,11 @@ static const qc_kernel_param P_W8A16[] = {
     {"x.bf16", QC_PARAM_PTR}, {"w.qweight", QC_PARAM_PTR}, {"w.scales", QC_PARAM_PTR}, {"y", QC_PARAM_PTR},
     {"m", QC_PARAM_I64},      {"n", QC_PARAM_I64},         {"k", QC_PARAM_I64},
 };
-/* xq in boxes of 128 rows, W in boxes of 32 rows (any tile width a multiple of 32), both 128 K = 128
- * bytes wide: the 128-byte swizzle span */
-static qc_tensor_map_spec MAPS_W8A8[] = { /* not const: QC_FP8_WBOX sets the W box's rows at registration */
+/* xq in boxes of 128 rows, W in boxes of 128 rows (choose_wbox: fewer with 192 or 160 columns in the plan), both
+ * 128 K = 128 bytes wide: the 128-byte swizzle span */
+static qc_tensor_map_spec MAPS_W8A8[] = { /* not const: choose_wbox sets the W box's rows at registration */
     {"xq", QC_DT_F8_E4M3, "m", "k", WG_BM, WG_BK, 128},
-    {"w.qweight", QC_DT_F8_E4M3, "n", "k", 32, WG_BK, 128},
+    {"w.qweight", QC_DT_F8_E4M3, "n", "k", 128, WG_BK, 128},
 };
 
 static const char *const OPT_TOKEN[] = {"-DFP8_QUANT_TOKEN", NULL};
@@ -595,10 +595,11 @@ static int gemv_rank(const kspec *s) { /* pass in which s registers */
  * without a rebuild; at most 8 options of up to 63 characters, each starting with -D (anything else is ignored
  * with a warning).  Each variable is read once per registration; the arrays live as long as the plugin. */
 #define X_OPTS 8
+#define X_HOST_OPTS 5 /* after the user's: QC_FP8_BN_EFF's four FP8_EFF* and choose_wbox's WG_BOX_ROWS */
 enum { X_WGMMA, X_GEMV, X_FAMILIES };
-static char g_xbuf[X_FAMILIES][X_OPTS][QC_ENV_OPT_LEN];
+static char g_xbuf[X_FAMILIES][X_OPTS + X_HOST_OPTS][QC_ENV_OPT_LEN];
 static int g_xn[X_FAMILIES];
-static const char *g_xopts[X_FAMILIES][3][2 + X_OPTS];
+static const char *g_xopts[X_FAMILIES][3][2 + X_OPTS + X_HOST_OPTS];
 static void read_extra_opts(int family) {
     static const char *const env[X_FAMILIES] = {"QC_FP8_WGMMA_OPTS", "QC_FP8_GEMV_OPTS"};
     g_xn[family] = qc_env_defines("fp8", env[family], g_xbuf[family], X_OPTS);
@@ -624,33 +625,49 @@ static void read_bn_eff(void) {
     if (bad || sum == 0) {
         fprintf(stderr,
                 "fp8: QC_FP8_BN_EFF: ignoring '%s' (want four integers 0..1000 for 256,192,160,128 columns, not all 0, "
-                "e.g. 110,100,0,90)\n", e);
+                "e.g. 110,0,0,90)\n", e);
         return;
     }
     static const char *const names[4] = {"FP8_EFF256", "FP8_EFF192", "FP8_EFF160", "FP8_EFF128"};
     for (int i = 0; i < 4; i++) {
         g_fp8_eff[0][i] = g_fp8_eff[1][i] = v[i];
-        if (g_xn[X_WGMMA] == X_OPTS) g_xn[X_WGMMA]--;
         snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, "-D%s=%d", names[i], v[i]);
     }
 }
-/* QC_FP8_WBOX=R (32, 64, 128 or 256): rows of W per TMA box of the wgmma GEMMs, here (the map) and on the device
- * (WG_BOX_ROWS); the tile widths built in must be multiples of it (the build refuses otherwise) */
-static void read_wbox(void) {
+/* Rows of W per TMA box of the wgmma GEMMs (one map for every build): the largest of 128, 64, 32 that divides every
+ * tile width any build may take (their boxes stack into a stage), so 128 by default (256 and 128 columns) and 32
+ * with 160 in.  QC_FP8_WBOX=R (32, 64, 128) overrides it when R divides those widths.  Fewer, larger copies a
+ * stage: the copies alone of o 1024 took 25.4 us with 32-row boxes, 21.4 with 64, 20.6 with 128 (H200, session 20
+ * call 2).  The device gets it as WG_BOX_ROWS (default 128). */
+static int g_fp8_wbox = 128;
+static void choose_wbox(void) {
+    static const int bns[4] = {256, 192, 160, 128};
+    /* 256, 128, 64, 32 rows divide every enabled width, and 128: the kernel always holds the 128-column path (its
+       default case, and the pair builds' fallback from 256) */
+    int ok[4] = {0, 1, 1, 1};
+    static const int rows[4] = {256, 128, 64, 32};
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 4; i++)
+            if (g_fp8_eff[b][i] > 0)
+                for (int r = 0; r < 4; r++) ok[r] &= bns[i] % rows[r] == 0;
+    g_fp8_wbox = ok[1] ? 128 : ok[2] ? 64 : 32;
     const char *e = getenv("QC_FP8_WBOX");
-    if (!e) return;
-    const int r = atoi(e);
-    if (r != 32 && r != 64 && r != 128 && r != 256) {
-        fprintf(stderr, "fp8: QC_FP8_WBOX: ignoring '%s' (want 32, 64, 128 or 256 rows)\n", e);
-        return;
+    if (e) {
+        int r = atoi(e), i = r == 256 ? 0 : r == 128 ? 1 : r == 64 ? 2 : r == 32 ? 3 : -1;
+        if (i < 0 || !ok[i])
+            fprintf(stderr, "fp8: QC_FP8_WBOX: ignoring '%s' (want 32, 64 or 128 rows dividing every tile width "
+                            "the plan may take; keeping %d)\n", e, g_fp8_wbox);
+        else
+            g_fp8_wbox = r;
     }
-    MAPS_W8A8[1].box_rows = (uint32_t)r;
-    if (g_xn[X_WGMMA] == X_OPTS) g_xn[X_WGMMA]--;
-    snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, "-DWG_BOX_ROWS=%d", r);
+    MAPS_W8A8[1].box_rows = (uint32_t)g_fp8_wbox;
+    if (g_fp8_wbox != 128) {
+        snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, "-DWG_BOX_ROWS=%d", g_fp8_wbox);
+    }
 }
 /* a kernel's NVRTC options: its FP8_MODE option (opts is one of OPT_MODE or OPT_PAIR), the pair builds' cluster
  * option, then its family's extra ones */
-static const char *g_xopts_pair[3][3 + X_OPTS];
+static const char *g_xopts_pair[3][3 + X_OPTS + X_HOST_OPTS];
 static const char *const *with_extra_opts(int family, const char *const *opts) {
     for (int mode = 0; mode < 3; mode++) {
         if (g_xn[family] > 0 && opts == OPT_MODE[mode])
@@ -670,7 +687,7 @@ qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
     g_fp8_pair_grid = qc_env_int("fp8", "QC_FP8_PAIR_GRID", 2, WG_SMS, WG_SMS) & ~1;
     read_extra_opts(X_WGMMA);
     read_bn_eff();
-    read_wbox();
+    choose_wbox();
     read_extra_opts(X_GEMV);
     for (size_t j = 0; j < 3 * n; j++) { /* three passes, each in table order */
         const kspec *s = &g_kernels[j % n];

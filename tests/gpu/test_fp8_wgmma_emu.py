@@ -6,26 +6,34 @@
 # that picks any runnable actor (eager, lazy-copy, starved-consumer and random interleavings per case; every TMA box
 # lands as its own event), over mbarriers modelled as PTX defines them
 # (arrival count, tx count, phase parity: a wait passes once the phase of that parity completed, so a fresh barrier
-# passes parity 1 at once).  Transcribed: the ring's slot and phase walk, expect_tx bytes and the boxes past n that
-# are not loaded, the descriptors (decoded back into the stage rows and k32 slice they address), `issued` (the next
-# tile's first stage issued before the epilogue), the per-warp empty arrivals, the promotion every FP8_P stages, the
-# block mode's scales one stage ahead, the K range [kt_b, kt_e) of each split, the slots, counters and the last
-# arriver's sum in split order, the epilogue's scale products and masked stores into a NaN-poisoned y, the wgmma wait
-# after the epilogue; and the pair builds (FP8_CLUSTER=2): row-tile pairs on clusters of two blocks, each block's half
-# of the w boxes multicast into both rings (two boxes in flight, landing independently), empty barriers of 16
+# passes parity 1 at once).  Transcribed: the ring's slot and phase walk, expect_tx bytes and the boxes past n that are
+# not loaded (W in boxes of choose_wbox's rows: 128 by default, 64 with 192 columns in the plan, 32 with 160,
+# QC_FP8_WBOX where it divides them; the device's WG_BOX_ROWS the same; a box partly past n lands whole, zeros past n,
+# and counts all its bytes; a stage's W rows are kept as 32-row pieces, so a box of the map's rows that the device
+# placed for other rows shows), the descriptors (decoded back into the stage rows and k32 slice they address), `issued`
+# (the next tile's first stage issued before the epilogue), the per-warp empty arrivals, the promotion every FP8_P
+# stages, the block mode's scales one stage ahead, the K range [kt_b, kt_e) of each split, the slots, counters and the
+# last arriver's sum in split order, the epilogue's scale products and masked stores into a NaN-poisoned y, the wgmma
+# wait after the epilogue; and the pair builds (FP8_CLUSTER=2): row-tile pairs on clusters of two blocks, each block's
+# half of the w boxes multicast into both rings (two boxes in flight, landing independently), empty barriers of 16
 # arrivals fed by both blocks' consumer warps, the cluster barrier before exit (an arrival on an exited block fails).
-# The tile widths 256, 192, 160, 128 under the plan's weights (each build's own: channel and tensor 110/100/0/90,
-# block 0/100/96/90; QC_FP8_BN_EFF, which the cases may pass, sets both, host and device alike; 0 never takes a width;
-# the pair builds never take 256).  BN 256 runs each stage as NH = 2 halves of BNW = 128 columns through one acc: half
-# h's W descriptor h * BNW * 128 bytes further, the full-barrier wait at h = 0 only, the empty arrivals after the last
-# half, half h promoted into tot[64 h ..] (block mode: weight block b0 + h's scales), only half 0 of the next tile's
+# The tile widths 256, 192, 160, 128 under the plan's weights (each build's own g_fp8_eff, since session 20 110/0/0/90
+# for all: 256 and 128; QC_FP8_BN_EFF, which the cases may pass, sets both, host and device alike; 0 never takes a
+# width; the pair builds never take 256).  FP8_DBL128 (default; BN 128, FP8_P 1, no clusters): two accumulators, K in
+# pairs of stages from each range's kt_b (kt into acc, kt + 1 into acc1, wait_group 1, kt's empty arrivals and
+# promotion, wait_group 0, kt + 1's), a lone last stage alone, the next tile's first stage pre-issued into acc; wgmma
+# groups are modelled as PTX has them (committed in order, wait_group N completes all but the newest N, an accumulator's
+# registers unreadable (NaN) until the group writing it completes).  BN 256 runs each stage as NH = 2 halves of BNW =
+# 128 columns through one acc: half h's W descriptor h * BNW * 128 bytes further, the full-barrier wait at h = 0 only,
+# the empty arrivals after the last half, half h promoted into tot[64 h ..] (block mode: weight block b0 + h's scales),
+# only half 0 of the next tile's
 # first stage pre-issued, workspace slots of 128 sums.  The optional bf16 output (y.bf16): below 256 staged rows after
 # the ring (addresses checked against the shared memory the host sizes) copied out by bulk copies that read the
 # staging when they land (a wait_group.read before the rows are rewritten, a wait_group before exit); straight from
 # the registers at 256 (channel and block modes: lanes 2q, 2q + 1 swap their chunk pairs through a shuffle and store 8
 # bytes each; the tensor mode: 4 bytes) and in the pair builds (4 bytes).  wgmma itself is a plain matrix product
 # here: each k32 step exact in float64, rounded to f32, handed to the threads through the m64nNk32 accumulator layout;
-# it reads its stage when issued and the stage is checked unchanged at the wait.  Not
+# it reads its stage when issued and the stage is checked unchanged when its group completes.  Not
 # modelled: the tensor cores' shorter accumulator inside a stage, threads of one warpgroup running apart (a warpgroup
 # is one actor in lockstep, so named barriers, cp.async groups and setmaxnreg hold trivially), memory ordering (every
 # write is visible at once: no fences), the 128-byte swizzle's byte placement and the tensor maps' encoding.  A
@@ -51,22 +59,24 @@ VERBOSE = bool(os.environ.get("QC_FP8_WGMMA_EMU_VERBOSE"))
 
 # ---- constants of wgmma.cu / fp8_kernels.c (WG_SMS, WG_BM, WG_BK, WG_GROUP_M: wgmma_replay's) ---------------------
 WG_A_BYTES = WG_BM * WG_BK
-WG_BOX_ROWS = 32
-WG_BOX_B_BYTES = WG_BOX_ROWS * WG_BK
+WG_BOX_ROWS = 128  # the device's default rows of W per TMA box (-DWG_BOX_ROWS=R when choose_wbox picks another R)
+WBOX_ROWS = (256, 128, 64, 32)  # choose_wbox's rows[] (QC_FP8_WBOX may ask for any; 256 is never taken)
+PIECE = 32  # the emulator keeps a stage's W rows as pieces of 32 (the smallest box), whatever the boxes' rows
 WG_SW = 256  # column scales per buffer: the widest tile
 QC_FP8_BLOCK = 128
 FP8_BNS = (256, 192, 160, 128)  # fp8_wgmma_plan's bns, qc_wg_bn's bns
 FP8_ST = {256: 4, 192: 4, 160: 4, 128: 5}  # FP8_ST256, FP8_ST192, FP8_ST160, FP8_ST128 defaults (the host's sts)
 # the plan's speed weights of 256/192/160/128 columns (0: never that width): g_fp8_eff[0] = FP8_EFF* of the row-scaled
 # builds (channel, tensor), g_fp8_eff[1] = the block build's; QC_FP8_BN_EFF replaces both
-EFF_ROW, EFF_BLOCK = (110, 100, 0, 90), (110, 0, 0, 90)  # g_fp8_eff[0], [1] (session 19 call 5)
+EFF_ROW, EFF_BLOCK = (110, 0, 0, 90), (110, 0, 0, 90)  # g_fp8_eff[0], [1] (session 20: 256 and 128 only)
+EFF_S19 = (110, 100, 0, 90)  # QC_FP8_BN_EFF=110,100,0,90: the row builds' weights of session 19 (192 in: 64-row boxes)
 EFF_OLD = (0, 100, 96, 90)  # QC_FP8_BN_EFF=100,96,90 (the three-width form: 256 off), the weights before session 19
 EFF_256 = (100, 0, 0, 0)  # QC_FP8_BN_EFF=100,0,0,0: 256 columns wherever allowed (the pair builds: 128)
 WG_STG_PAD = 16  # bytes after each staged bf16 output row
 FP8_SPLIT_MAX = 4
 FP8_WORK_BYTES = 2048 + WG_SMS * 2 * 128 * 128 * 4  # slots of 128 sums a thread (the widest tile's, BN 256)
 FP8_WORK_BYTES_96 = 2048 + WG_SMS * 2 * 128 * 96 * 4  # the size before BN 256 (the mutation work96)
-X_BOX_ROWS = 128  # MAPS_W8A8: xq boxes of WG_BM rows, w boxes of 32 rows, both WG_BK bytes wide
+X_BOX_ROWS = 128  # MAPS_W8A8: xq boxes of WG_BM rows, w boxes of choose_wbox's rows (128 by default), both WG_BK wide
 SMEM_OPTIN = 232448  # sm_90's dynamic + static shared memory per block
 # bars, sws (read in the channel mode only: the other builds are taken to drop it), and qc_last[2] of each
 # qc_fp8_gemm instantiation (a function-scope __shared__: one per BN, 4 unpaired)
@@ -110,6 +120,29 @@ def wgmma_dims(m, n, k, pair=False, eff=EFF_ROW):  # wgmma_dims / wgmma_pair_dim
     bn, st, smem, tiles = fp8_wgmma_plan(m, n, pair, eff)
     grid_x = min(tiles, WG_SMS)  # dims_1d (tiles < 65535 * 32 here; paired, tiles and WG_SMS are even)
     return grid_x, fp8_wgmma_splits(tiles, k), smem
+
+
+def choose_wbox(tables=(EFF_ROW, EFF_BLOCK), env=None):
+    """fp8_kernels.c's choose_wbox: W's rows per TMA box, the largest of 128, 64, 32 dividing every tile width with a
+    nonzero weight in either g_fp8_eff table (QC_FP8_BN_EFF sets both) and 128 (the kernel always holds the 128-column
+    path); env (QC_FP8_WBOX: 32, 64, 128) replaces it when it divides them too, else it is ignored (256 always).  The
+    map's box rows; the device gets them as WG_BOX_ROWS."""
+    ok = [0, 1, 1, 1]  # 256, 128, 64, 32 rows divide every enabled width and 128
+    for b in range(2):
+        for i in range(4):
+            if tables[b][i] > 0:
+                for r in range(4):
+                    ok[r] &= FP8_BNS[i] % WBOX_ROWS[r] == 0
+    wbox = 128 if ok[1] else 64 if ok[2] else 32
+    if env is not None:
+        i = WBOX_ROWS.index(env) if env in WBOX_ROWS else -1
+        if i >= 0 and ok[i]:
+            wbox = env
+    return wbox
+
+
+def wbox_builds(eff, rows):  # wgmma.cu's #error: WG_BOX_ROWS divides 128 and every tile width built in (FP8_EFF* > 0)
+    return 128 % rows == 0 and all(e <= 0 or bn % rows == 0 for bn, e in zip(FP8_BNS, eff))
 
 
 # ---- device helpers: wgmma.cu ---------------------------------------------------------------------------------------
@@ -212,11 +245,12 @@ class Data:
         self.boxes = {}
 
     def box(self, which, c0, c1):
-        """A TMA box: rows c1.. (128 of xq or 32 of w), K bytes c0..c0+127; out of the tensor reads zeros."""
+        """A TMA box (128 rows of xq) or a 32-row piece of one of w's boxes: rows c1.., K bytes c0..c0+127; out of
+        the tensor reads zeros."""
         key = (which, c0, c1)
         b = self.boxes.get(key)
         if b is None:
-            M, rows = (self.Xd, X_BOX_ROWS) if which == 'x' else (self.Wd, WG_BOX_ROWS)
+            M, rows = (self.Xd, X_BOX_ROWS) if which == 'x' else (self.Wd, PIECE)
             b = np.zeros((rows, WG_BK))
             r_lo, r_hi = max(c1, 0), min(c1 + rows, M.shape[0])
             k_lo, k_hi = max(c0, 0), min(c0 + WG_BK, M.shape[1])
@@ -238,7 +272,7 @@ class Block:
         self.empty = [MBar("empty[%d]" % s, ne, L.ready) for s in range(L.ST)]
         self.rank, self.partner, self.exited = bx & 1, None, False  # %cluster_ctarank; the other block (simulate)
         self.sa = [None] * L.ST  # the x box a stage holds: ('x', c0, c1), None = never written
-        self.sb = [[None] * (L.BN // WG_BOX_ROWS) for _ in range(L.ST)]  # its w boxes
+        self.sb = [[None] * (L.BN // PIECE) for _ in range(L.ST)]  # its w rows, in pieces of 32 (from the boxes)
         self.sws = [np.full(WG_SW, np.nan, f32) for _ in range(4)]  # stale shared memory
         self.cp_pending = {}
         self.filled, self.used = 0, [0, 0]
@@ -255,6 +289,18 @@ class Block:
 
     def snapshot(self, st):
         return (self.sa[st], tuple(self.sb[st]))
+
+
+class WBox(TmaBox):
+    """A box of W in flight: nbytes / 128 rows from W row tag[2] on, into the stage's 32-row pieces from `slot` on
+    (a partly-past box lands whole, zeros past n, and counts all its bytes)."""
+    __slots__ = ()
+
+    def land(self):
+        which, c0, c1 = self.tag
+        for j in range(self.nbytes // (PIECE * WG_BK)):
+            self.B.sb[self.st][self.slot + j] = (which, c0, c1 + PIECE * j)
+        self.bar.complete_tx(self.nbytes)
 
 
 class BulkGroup:
@@ -305,11 +351,19 @@ class BulkCopy:
 
 # ---- the kernel -----------------------------------------------------------------------------------------------------------
 class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
-    def __init__(self, D, grid_x, grid_y, ST=None, P=1, ahead=1, mut=frozenset(), pair=False, eff=None, bf16=False):
+    def __init__(self, D, grid_x, grid_y, ST=None, P=1, ahead=1, mut=frozenset(), pair=False, eff=None, bf16=False,
+                 dbl=1, wbox=None):
         self.D, self.mode, self.m, self.n, self.k = D, D.mode, D.m, D.n, D.k
         self.grid_x, self.grid_y, self.mut, self.pair = grid_x, grid_y, mut, pair
         self.bf16 = bf16  # the optional y.bf16 given: bf16 bits there, y left alone
+        # W's box rows: the host's map (choose_wbox over both g_fp8_eff tables: QC_FP8_BN_EFF sets both to eff;
+        # wbox: QC_FP8_WBOX), and the device's WG_BOX_ROWS (-DWG_BOX_ROWS=R when R != 128: the same R)
+        self.R_map = 32 if 'wbox_map32' in mut else choose_wbox((eff, eff) if eff else (EFF_ROW, EFF_BLOCK), wbox)
+        self.R = 32 if 'wbox_dev32' in mut else 128 if 'wbox_map32' in mut else self.R_map
         eff = eff or eff_of(D.mode)
+        if not wbox_builds(eff, self.R):
+            raise ValueError("wgmma.cu's #error: WG_BOX_ROWS %d does not divide a width of weights %s" % (self.R, eff))
+        self.BOX_B_BYTES = self.R * WG_BK  # WG_BOX_B_BYTES
         if pair and grid_x % 2:
             raise ValueError("the pair builds run whole clusters of two: an even grid")
         self.work = True
@@ -321,6 +375,8 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
         if eff[0] > 0 and self.P > 1:
             raise ValueError("FP8_PROMOTE > 1 needs FP8_EFF256=0 (wgmma.cu's #error)")
         self.ahead = ahead  # FP8_SCALE_AHEAD
+        # constexpr bool DBL = FP8_DBL128 && BN == 128 && FP8_P == 1 && FP8_CLUSTER == 1: two accumulators, stages in pairs
+        self.dbl = bool(dbl) and self.BN == 128 and self.P == 1 and not pair
         self.STAGE = WG_A_BYTES + self.BN * WG_BK
         self.tiles_m, self.tiles_n = cdiv(self.m, WG_BM), cdiv(self.n, self.BN)
         # qc_wg_tiles: with clusters, pairs of row tiles (an odd last one gets an empty partner past m)
@@ -404,16 +460,19 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
             if off != 0:
                 raise Fault("%s x box at stage %d offset %d" % (B.name, st, off))
             slot, nbytes = -1, X_BOX_ROWS * WG_BK
-        else:
-            b, r = divmod(off - WG_A_BYTES, WG_BOX_B_BYTES)
-            if off < WG_A_BYTES or r or b >= self.BN // WG_BOX_ROWS:
+        else:  # the map's box of R_map rows (the host's), at the offset the device computed from its WG_BOX_ROWS
+            p, r = divmod(off - WG_A_BYTES, PIECE * WG_BK)
+            if off < WG_A_BYTES or r:
                 raise Fault("%s w box at stage %d offset %d" % (B.name, st, off))
-            slot, nbytes = b, WG_BOX_ROWS * WG_BK
+            if p + self.R_map // PIECE > self.BN // PIECE:
+                raise Fault("%s: a w box of %d rows (the map's) at stage %d, W row %d, runs past the stage's %d W rows "
+                            "(the device places boxes of %d)" % (B.name, self.R_map, st, p * PIECE, self.BN, self.R))
+            slot, nbytes = p, self.R_map * WG_BK
         if dst + nbytes > DYN0 + self.smem_bytes:
             raise Fault("%s TMA past the %d bytes of dynamic shared memory the host sizes" % (B.name, self.smem_bytes))
         if B.exited:
             raise Fault("%s: a TMA box issued into it after it exited" % B.name)
-        self.copies.append(TmaBox(B, st, slot, (which, c0, c1), B.full[bar], nbytes))
+        self.copies.append((TmaBox if which == 'x' else WBox)(B, st, slot, (which, c0, c1), B.full[bar], nbytes))
 
     def stage_rows(self, B, st):
         """The stage as (128 + BN) rows of 128 K: the x box, then the BN/32 w boxes (NaN where never written)."""
@@ -422,7 +481,7 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
         if M is None:
             parts = [self.D.box(*B.sa[st]) if B.sa[st] else np.full((X_BOX_ROWS, WG_BK), np.nan)]
             for tg in B.sb[st]:
-                parts.append(self.D.box(*tg) if tg else np.full((WG_BOX_ROWS, WG_BK), np.nan))
+                parts.append(self.D.box(*tg) if tg else np.full((PIECE, WG_BK), np.nan))
             M = np.concatenate(parts)
             self.stage_cache[key] = M
         return M
@@ -441,42 +500,65 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
             raise Fault("%s: descriptor address %#x is not a %d-row operand of a stage" % (who, rel + B.base, rows))
         return st, self.stage_rows(B, st)[row0:row0 + rows, kofs:kofs + 32]
 
-    def wgmma(self, B, R, da, db, scale_d, who, expect, BNW):  # m64nBNWk32 (BNW: the tile, or its half at 256)
+    def wgmma(self, B, R, name, da, db, scale_d, who, expect, BNW):  # m64nBNWk32 into accumulator `name`
+        """One wgmma of the open group (BNW: the tile, or its half at 256).  R is the warpgroup's state: 'regs' (acc
+        and, with DBL, acc1, as the threads hold them), 'pend' (each accumulator's latest sum still in the tensor
+        cores), 'open' (the group being issued) and 'groups' (committed, oldest first: the stages they read and
+        the sums they write)."""
         sta, A = self.operand(B, da, 64, who)
         stb, Bm = self.operand(B, db, BNW, who)
+        g = R['open']
+        if g is None:
+            g = R['open'] = {'reads': [], 'vals': {}}
         for st in {sta, stb}:
-            R['reads'].append((st, B.snapshot(st)))
+            g['reads'].append((st, B.snapshot(st)))
             if expect is not None:
-                row0, col0, kt, nb = expect
-                want = (('x', kt * WG_BK, row0), tuple(('w', kt * WG_BK, col0 + WG_BOX_ROWS * b) for b in range(nb)))
+                row0, col0, kt, npc = expect  # npc: the 32-row pieces of W the stage's boxes loaded
+                want = (('x', kt * WG_BK, row0), tuple(('w', kt * WG_BK, col0 + PIECE * b) for b in range(npc)))
                 got = B.snapshot(st)
-                if got[0] != want[0] or got[1][:nb] != want[1]:
-                    self.err("%s read stage %d holding x %s / w boxes %s, its stage is k %d of rows %d, cols %d..%d" %
-                             (who, st, got[0] and got[0][1:], [b and b[1:] for b in got[1][:nb]], kt * WG_BK, row0,
-                              col0, col0 + WG_BOX_ROWS * nb - 1))
+                if got[0] != want[0] or got[1][:npc] != want[1]:
+                    self.err("%s read stage %d holding x %s / w rows %s, its stage is k %d of rows %d, cols %d..%d" %
+                             (who, st, got[0] and got[0][1:], [b and b[1:] for b in got[1][:npc]], kt * WG_BK, row0,
+                              col0, col0 + PIECE * npc - 1))
         # The k32 step, exact in float64, rounded to f32.  The sum in flight is kept as the 64 x BNW matrix; the
-        # registers get it through the accumulator layout when it lands (the same values: the rounding is per element).
+        # registers get it through the accumulator layout when its group completes (the same values: the rounding
+        # is per element).
         D = A @ Bm.T
         if scale_d:
-            cur = R['async']
+            cur = R['pend'].get(name)
             if cur is None:  # continuing from the registers
                 cur = np.empty((64, BNW), f32)
-                cur[LAYOUT[BNW]] = R['acc']
+                cur[LAYOUT[BNW]] = R['regs'][name]
             D = cur.astype(f64) + D
-        R['async'] = D.astype(f32)
-        R['acc'] = np.full_like(R['acc'], np.nan)  # the registers belong to the tensor cores until the wait
+        g['vals'][name] = R['pend'][name] = D.astype(f32)
+        R['regs'][name] = np.full_like(R['regs'][name], np.nan)  # the tensor cores' until its group completes
 
-    def wg_wait0(self, B, R, who):
+    @staticmethod
+    def wg_commit(R):  # wgmma.commit_group
+        if R['open'] is not None:
+            R['groups'].append(R['open'])
+            R['open'] = None
+
+    def wg_wait(self, B, R, N, who):
+        """wgmma.wait_group N: every committed group but the newest N completes, oldest first; the stages each read
+        must still hold what they held at its issue, and an accumulator no later group writes goes back to the
+        registers."""
         def held(snap):
             x, w = snap
             return "x k %s rows %s, w k %s cols %s" % (x[1], x[2], w[0][1], w[0][2]) if x and w[0] else str(snap)
-        for st, snap in R['reads']:
-            if B.snapshot(st) != snap:
-                self.err("%s: stage %d was overwritten while its wgmma group was in flight (%s -> %s)" %
-                         (who, st, held(snap), held(B.snapshot(st))))
-        R['reads'] = []
-        if R['async'] is not None:
-            R['acc'], R['async'] = R['async'][LAYOUT[R['async'].shape[1]]], None
+        while len(R['groups']) > N:
+            g = R['groups'].pop(0)
+            for st, snap in g['reads']:
+                if B.snapshot(st) != snap:
+                    self.err("%s: stage %d was overwritten while its wgmma group was in flight (%s -> %s)" %
+                             (who, st, held(snap), held(B.snapshot(st))))
+            for name, val in g['vals'].items():
+                if R['pend'].get(name) is val:
+                    R['regs'][name] = val[LAYOUT[val.shape[1]]]
+                    del R['pend'][name]
+
+    def wg_wait0(self, B, R, who):
+        self.wg_wait(B, R, 0, who)
 
     def wait(self, B, bar, parity, who):
         yield ('m', bar, parity)
@@ -485,17 +567,24 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
 
     # -- warpgroup 0, thread 0 --
     def producer(self, B):
-        BN, ST, mut = self.BN, self.ST, self.mut
+        BN, ST, mut, R, BB = self.BN, self.ST, self.mut, self.R, self.BOX_B_BYTES  # R, BB: WG_BOX_ROWS, _B_BYTES
         s, ph = 0, 0
+        COV.add("W boxes of %d rows" % R if R == self.R_map else "W boxes of %d rows, the map's %d" % (R, self.R_map))
         for t, tm, tn in self.walk(B.bx):
             row0, col0 = tm * WG_BM, tn * BN
             left = self.n - col0
-            nb = BN // WG_BOX_ROWS if left >= BN else (left + (0 if 'nb' in mut else WG_BOX_ROWS - 1)) // WG_BOX_ROWS
-            nbytes = WG_A_BYTES + nb * WG_BOX_B_BYTES
-            if nb < BN // WG_BOX_ROWS:
+            nb = BN // R if left >= BN else (left + (0 if 'nb' in mut else R - 1)) // R
+            nbytes = WG_A_BYTES + nb * BB  # a partly-past box counts all its bytes (TMA fills zeros past n)
+            if nb < BN // R or left < BN:
                 COV.add("BN %d partial tile" % BN)
+                if self.dbl:
+                    COV.add("DBL: a partial tile")
+                if left % R:
+                    COV.add("a W box partly past n (%d rows)" % R)
                 if BN == 256:  # half 1 (W rows 128..255 of the stage): partly loaded, or none of it (stale rows)
-                    COV.add("BN 256 half 1 partial" if nb > 4 else "BN 256 half 1 wholly past n")
+                    COV.add("BN 256 half 1 partial" if nb * R > 128 else "BN 256 half 1 wholly past n")
+            if self.pair and B.rank >= nb:
+                COV.add("pair: a rank copies no W box")
             for kt in range(B.kt_b, B.kt_e):
                 yield from self.wait(B, B.empty[s], ph if 'prod_parity' in mut else ph ^ 1, "producer")
                 fb, sa = s, B.base + s * self.STAGE
@@ -505,11 +594,11 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
                 if self.pair:  # half the w boxes, each multicast: the same offset and barrier in both blocks
                     for b in range(B.rank, nb, 2):
                         for dst in ((B,) if 'mc_self' in mut else (B, B.partner)):
-                            self.tma2d(dst, sb + b * WG_BOX_B_BYTES, 'w', kt * WG_BK, col0 + WG_BOX_ROWS * b, fb)
+                            self.tma2d(dst, sb + b * BB, 'w', kt * WG_BK, col0 + R * b, fb)
                     COV.add("pair: multicast stage")
                 else:
                     for b in range(nb):
-                        self.tma2d(B, sb + b * WG_BOX_B_BYTES, 'w', kt * WG_BK, col0 + WG_BOX_ROWS * b, fb)
+                        self.tma2d(B, sb + b * BB, 'w', kt * WG_BK, col0 + R * b, fb)
                 B.filled += 1
                 s += 1
                 if s == ST:
@@ -533,18 +622,23 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
         if mode == 1:
             wt = self.rd(D.ws, 0, "ws")
         la0, lb0 = qc_desc_lo(B.base + c * (64 * WG_BK)), qc_desc_lo(B.base + WG_A_BYTES)
-        R = {'acc': np.full((128, BNW // 2), np.nan, f32), 'async': None, 'reads': []}
+        R = {'regs': {a: np.full((128, BNW // 2), np.nan, f32) for a in (('acc', 'acc1') if self.dbl else ('acc',))},
+             'pend': {}, 'open': None, 'groups': []}
         RS = BN * 2 + WG_STG_PAD  # a staged bf16 row
 
-        def issue(stg, first, h, expect):  # half h of stage stg (waits for its bytes at h = 0)
+        def issue_to(a, stg, first, h, expect):  # half h of stage stg into accumulator a (waits for its bytes at h = 0)
             if h == 0:
                 yield from self.wait(B, B.full[stg], st_['ph'], "consumer %d" % c)
                 B.used[c] += 1
             hofs = 0 if 'half_w' in mut else h * (BNW * WG_BK >> 4)  # half h: W rows [h BNW, (h + 1) BNW)
             la, lb = la0 + stg * (self.STAGE >> 4), lb0 + stg * (self.STAGE >> 4) + hofs
             for kk in range(WG_BK // 32):
-                self.wgmma(B, R, qc_desc_of(la + 2 * kk), qc_desc_of(lb + 2 * kk), kk > 0 or not first, who, expect,
-                           BNW)
+                self.wgmma(B, R, a, qc_desc_of(la + 2 * kk), qc_desc_of(lb + 2 * kk), kk > 0 or not first, who,
+                           expect, BNW)
+            self.wg_commit(R)
+
+        def issue(stg, first, h, expect):
+            yield from issue_to('acc', stg, first, h, expect)
 
         def advance():
             st_['s'] += 1
@@ -555,8 +649,21 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
 
         def expect_of(t_, kt):  # the emulator's own bookkeeping: what the stage it waits on must hold
             tm_, tn_ = self.tile_of(t_)
-            left = n - tn_ * BN
-            return tm_ * WG_BM, tn_ * BN, kt, BN // WG_BOX_ROWS if left >= BN else cdiv(left, WG_BOX_ROWS)
+            left = n - tn_ * BN  # W rows to col0 + left, in whole boxes of the map's rows: its 32-row pieces
+            return tm_ * WG_BM, tn_ * BN, kt, BN // PIECE if left >= BN else \
+                cdiv(left, self.R_map) * self.R_map // PIECE
+
+        def retire(a, slot, ps0, ps1, arrive=True):  # DBL's retire: a's stage (at slot) is read
+            if arrive:
+                for w in range(4):  # if (lane == 0) qc_mbar_arrive(empty + 8 * slot): each warp's lane 0
+                    B.empty[slot].arrive()
+                yield None
+            acc = R['regs'][a]
+            if mode == 2:  # qc_promote_scaled<0, 16>(tot, a, ps0, ps1): 128 | col0, one weight block
+                sv = np.where((np.arange(NI) & 2)[None, :] != 0, ps1[:, None], ps0[:, None]).astype(f64)
+                tot[:] = (acc.astype(f64) * sv + tot.astype(f64)).astype(f32)  # fmaf
+            else:
+                tot[:] = tot + acc
 
         issued = False
         tot = np.zeros((128, NI), f32)
@@ -587,7 +694,64 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
                     if kt < kt_e:
                         sc[:] = [self.rd(D.xs, xs0 + kt, "xs"), self.rd(D.xs, xs1 + kt, "xs"),
                                  self.rd(D.ws, wsa + kt, "ws"), self.rd(D.ws, wsb + kt, "ws")]
-            for kt in range(kb if 'shadow' in mut and mode == 2 else kt_b, kt_e):
+            if self.dbl:  # if constexpr (DBL): stages in pairs, kt into acc, kt + 1 into acc1
+                nst = kt_e - kt_b
+                COV.add("DBL: an empty K range" if nst == 0 else "DBL: a one-stage K range" if nst == 1 else
+                        "DBL: a K range of %s stages" % ("an odd number of" if nst % 2 else "an even number of"))
+                if nsp > 1:
+                    COV.add("DBL: split-K")
+                kt = kb if 'shadow' in mut and mode == 2 else kt_b
+                while kt < kt_e:
+                    two = kt + 1 < kt_e
+                    if mode == 2:  # loaded before the issue, used after the waits
+                        xa0, xa1, wa = self.rd(D.xs, xs0 + kt, "xs"), self.rd(D.xs, xs1 + kt, "xs"), \
+                            self.rd(D.ws, wsa + kt, "ws")
+                        if two:
+                            xb0, xb1, wb = self.rd(D.xs, xs0 + kt + 1, "xs"), self.rd(D.xs, xs1 + kt + 1, "xs"), \
+                                self.rd(D.ws, wsa + kt + 1, "ws")
+                        else:
+                            xb0 = xb1 = np.zeros(128, f32)
+                            wb = f32(0)
+                        COV.add("DBL: block scales")
+                    if kt > kt_b or (not issued and 'issued' not in mut):
+                        yield from issue_to('acc', st_['s'], True, 0, expect_of(t, kt))
+                    elif issued:
+                        COV.add("DBL: the first stage pre-issued before the previous tile's epilogue")
+                    sa_ = st_['s']
+                    advance()
+                    if two:
+                        if st_['s'] == 0:
+                            COV.add("DBL: ring wrap between a pair's stages (ST %d)" % ST)
+                        yield from issue_to('acc1', st_['s'], True, 0, expect_of(t, kt + 1))
+                        if 'dbl_nowait1' not in mut:
+                            self.wg_wait(B, R, 1, who)
+                    else:
+                        if st_['s'] == 0:
+                            COV.add("DBL: ring wrap after a lone last stage (ST %d)" % ST)
+                        self.wg_wait(B, R, 0, who)
+                    yield None
+                    if mode == 2:
+                        pa0, pa1 = xa0 * wa, xa1 * wa  # f32, the scale product first
+                        pb0, pb1 = (pa0, pa1) if 'dbl_scale' in mut else (xb0 * wb, xb1 * wb)
+                    else:
+                        pa0 = pa1 = pb0 = pb1 = None
+                    yield from retire('acc', st_['s'] if 'dbl_slot' in mut else sa_, pa0, pa1)
+                    if two:
+                        sb_ = st_['s']
+                        advance()
+                        if st_['s'] == 0:
+                            COV.add("DBL: ring wrap after a pair (ST %d)" % ST)
+                        if 'dbl_rel1' in mut:  # kt + 1's slot released before its group completed
+                            for w in range(4):
+                                B.empty[sb_].arrive()
+                            yield None
+                        self.wg_wait(B, R, 0, who)
+                        yield None
+                        yield from retire('acc1', sb_, pb0, pb1, 'dbl_rel1' not in mut)
+                    kt += 2
+            elif BN == 128 and P == 1 and not self.pair:
+                COV.add("BN 128 with one accumulator (FP8_DBL128=0)")
+            for kt in range(kb if 'shadow' in mut and mode == 2 else kt_b, kt_e) if not self.dbl else ():
                 if mode == 2 and self.ahead:
                     xa0, xa1, wa, wb = sc
                     load_sc(kt + 2 if 'scale_ahead' in mut else kt + 1)
@@ -619,7 +783,7 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
                     yield None
                     if 'early' in mut:
                         self.wg_wait0(B, R, who)
-                    acc = R['acc']
+                    acc = R['regs']['acc']
                     o = 0 if 'half_tot' in mut else h * (BNW // 2)  # half h's slice of tot
                     if mode == 2:
                         s0a, s1a, s0b, s1b = xa0 * wa, xa1 * wa, xa0 * wb, xa1 * wb  # f32, the scale product first
@@ -656,6 +820,8 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
             if issued:
                 COV.add("next tile's first stage issued early" + (" (split %d)" % nsp if nsp > 1 else "") +
                         (" (BN 256: half 0)" if NH > 1 else ""))
+                if self.dbl:
+                    COV.add("DBL: the next tile's first stage issued early" + (" (split-K)" if nsp > 1 else ""))
                 for h in range(0 if 'pre_none' in mut else NH if 'pre_both' in mut else 1):
                     yield from issue(st_['s'], 'pre_first' not in mut, h, expect_of(t + self.grid_x, kt_b))
             cb = tn * BN + 2 * (LANE & 3)
@@ -752,7 +918,7 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
             self.wg_wait0(B, R, who)  # the next tile's first stage, waited for after the epilogue (session 17)
             tot = np.zeros((128, NI), f32)
             parity ^= 1
-        if R['async'] is not None or R['reads']:
+        if R['groups'] or R['open'] is not None:
             self.err("%s exits with a wgmma group in flight" % who)
         # the last bf16 rows are written before the block (and its shared memory) goes
         if not self.pair and (BN != 256 or 'stage256' in mut) and self.bf16 and not (n & 7) and 'bulk_exit' not in mut:
@@ -852,10 +1018,11 @@ def check(L):
 
 
 def run_case(mode, m, n, k, grid_x=None, grid_y=None, ST=None, P=1, ahead=1, mut=frozenset(), policies=POLICIES,
-             seed=0, D=None, pair=False, eff=None, bf16=False):
+             seed=0, D=None, pair=False, eff=None, bf16=False, dbl=1, wbox=None):
     """One problem under several interleavings: (errors, description, worst |d|/S).  eff: the plan's weights
-    (QC_FP8_BN_EFF, host and device); bf16: a y.bf16 output given."""
-    eff = eff or eff_of(mode)
+    (QC_FP8_BN_EFF, host and device; None: each build's g_fp8_eff); bf16: a y.bf16 output given; dbl: FP8_DBL128;
+    wbox: QC_FP8_WBOX (W's box rows, host map and device, where choose_wbox takes it)."""
+    eff_env, eff = eff, eff or eff_of(mode)
     hx, hy, _ = wgmma_dims(m, n, k, pair, eff)
     gx, gy = grid_x or hx, grid_y or hy
     D = D or Data(mode, m, n, k, seed)
@@ -863,7 +1030,7 @@ def run_case(mode, m, n, k, grid_x=None, grid_y=None, ST=None, P=1, ahead=1, mut
 
     def launch():
         nonlocal last
-        last = Launch(D, gx, gy, ST, P, ahead, mut, pair, eff, bf16)
+        last = Launch(D, gx, gy, ST, P, ahead, mut, pair, eff_env, bf16, dbl, wbox)
         return last
 
     def checked(L):  # check's errors, keeping the worst |d|/S
@@ -872,10 +1039,10 @@ def run_case(mode, m, n, k, grid_x=None, grid_y=None, ST=None, P=1, ahead=1, mut
         worst = max(worst, w)
         return e
     errs = rp.replay(policies, seed, launch, simulate, checked, " (the split sum's order moved?)")
-    desc = "%-7s m=%4d n=%5d k=%4d BN %d ST %d P %d%s%s%s%s grid %dx%d" % (
+    desc = "%-7s m=%4d n=%5d k=%4d BN %d ST %d P %d%s%s%s%s%s box %d grid %dx%d" % (
         ["channel", "tensor", "block"][mode], m, n, k, last.BN, last.ST, last.P, "" if ahead else " ahead 0",
         " pair" if pair else "", "" if eff == eff_of(mode) else " eff %s" % ",".join(map(str, eff)),
-        " bf16" if bf16 else "", gx, gy)
+        " bf16" if bf16 else "", " DBL" if last.dbl else "", last.R, gx, gy)
     return errs, desc, worst
 
 
@@ -891,8 +1058,37 @@ with open(os.path.join(SRC_DIR, "fp8_kernels.c")) as _f:
     HSRC = _f.read()
 # weights the checks try (QC_FP8_BN_EFF): the default, the old three-width form, 256 only, 128 only, 160 only, all
 # four, lopsided ones
-EFFS = (EFF_ROW, EFF_BLOCK, EFF_256, (0, 0, 0, 1), (0, 0, 1, 0), (100, 100, 96, 90), (1000, 1, 1, 1), (50, 100, 0, 90),
-        (0, 100, 0, 0))
+EFFS = (EFF_ROW, EFF_S19, EFF_OLD, EFF_256, (0, 0, 0, 1), (0, 0, 1, 0), (100, 100, 96, 90), (1000, 1, 1, 1),
+        (50, 100, 0, 90), (0, 100, 0, 0))
+# FP8_DBL128's K loop (wgmma.cu, `if constexpr (DBL)`), in source order: retire, next_slot, then the loop over pairs
+# of stages.  The emulator's consumer transcribes these; each must follow the one before it.
+DBL_SEQ = (
+    "auto retire = [&](float *a, int slot, float ps0, float ps1) {",
+    "if (lane == 0) qc_mbar_arrive(empty + 8 * slot);",
+    "qc_promote_scaled<0, 16>(tot, a, ps0, ps1);",
+    "for (int i = 0; i < BNW / 2; i++) tot[i] += a[i];",
+    "auto next_slot = [&]() {",
+    "if (++s == ST) { s = 0; ph ^= 1u; }",
+    "for (int kt = kt_b; kt < kt_e; kt += 2) {",
+    "const bool two = kt + 1 < kt_e;",
+    "const float xa0 = xs0[kt], xa1 = xs1[kt], wa = wsa[kt];",
+    "const float xb0 = two ? xs0[kt + 1] : 0.f, xb1 = two ? xs1[kt + 1] : 0.f, wb = two ? wsa[kt + 1] : 0.f;",
+    "if (kt > kt_b || !issued) issue_to(acc, s, true, 0);",
+    "const int sa_ = s;",
+    "next_slot();",
+    "if (two) {",
+    "issue_to(acc1, s, true, 0);",
+    "qc_wg_wait<1>();",
+    "} else {",
+    "qc_wg_wait<0>();",
+    "pa0 = xa0 * wa, pa1 = xa1 * wa, pb0 = xb0 * wb, pb1 = xb1 * wb;",
+    "retire(acc, sa_, pa0, pa1);",
+    "if (two) {",
+    "const int sb_ = s;",
+    "next_slot();",
+    "qc_wg_wait<0>();",
+    "retire(acc1, sb_, pb0, pb1);",
+    "} else\n            for (int kt = kt_b; kt < kt_e; kt++) {")
 
 
 def smem_plan(bn):  # fp8_wgmma_plan's shared memory for width bn
@@ -913,6 +1109,23 @@ def host_checks():
     if not heff or tuple(int(v) for v in heff.group(1).split(",")) != EFF_ROW or \
             tuple(int(v) for v in heff.group(2).split(",")) != EFF_BLOCK:
         probs.append("fp8_kernels.c's g_fp8_eff %s" % (heff and heff.groups(),))
+    kbox = re.findall(r"#define WG_BOX_ROWS (\d+)", KSRC)
+    hbox = re.findall(r'\{"w\.qweight", QC_DT_F8_E4M3, "n", "k", (\d+), WG_BK, 128\}', HSRC)
+    hwb = re.findall(r"static int g_fp8_wbox = (\d+);", HSRC)
+    if kbox != [str(WG_BOX_ROWS)] or hbox != [str(WG_BOX_ROWS)] or hwb != [str(WG_BOX_ROWS)]:
+        probs.append("W box rows: wgmma.cu's WG_BOX_ROWS %s, MAPS_W8A8's %s, g_fp8_wbox %s (the emulator: %d)" %
+                     (kbox, hbox, hwb, WG_BOX_ROWS))
+    if re.findall(r"#define FP8_DBL128 (\d+)", KSRC) != ["1"]:
+        probs.append("wgmma.cu's FP8_DBL128 default is not 1 (the emulator's dbl=1)")
+    d0 = KSRC.find("if constexpr (DBL) {")
+    d1 = KSRC.find("for (int kt = kt_b; kt < kt_e; kt++) {", d0)
+    at = d0
+    for line in DBL_SEQ:
+        at = KSRC.find(line, at) if at >= 0 else -1
+        if at < 0 or at > d1 + 100:
+            probs.append("wgmma.cu's DBL loop no longer has, in this order, '%s'" % line)
+            break
+        at += len(line)
     for src, name, anchor in (
             (HSRC, "fp8_kernels.c", "bns[4] = {256, 192, 160, 128}, sts[4] = {4, 4, 4, 5}; /* 160: 4, see FP8_ST160 */"),
             (HSRC, "fp8_kernels.c", "if (eff[i] <= 0 || (paired && bns[i] == 256)) continue;"),
@@ -942,7 +1155,29 @@ def host_checks():
             (KSRC, "wgmma.cu", "const long long cs = odd ? cn - 2 : cn - 8;"),
             (KSRC, "wgmma.cu", "*(u64 *)(yb + r0 * n + cs) = odd ? (u64)x0 | (u64)p0 << 32 : (u64)ev0 | (u64)x0 << 32;"),
             (KSRC, "wgmma.cu", "} else {\n                            ev0 = p0, ev1 = p1;"),
-            (KSRC, "wgmma.cu", "case 256: qc_fp8_gemm<256, FP8_ST256>")):
+            (KSRC, "wgmma.cu", "case 256: qc_fp8_gemm<256, FP8_ST256>"),
+            (KSRC, "wgmma.cu", "constexpr bool DBL = FP8_DBL128 && BN == 128 && FP8_P == 1 && FP8_CLUSTER == 1;"),
+            (KSRC, "wgmma.cu", "auto issue = [&](int st_, bool first, int h) { issue_to(acc, st_, first, h); };"),
+            (KSRC, "wgmma.cu", "qc_wgmma<BNW>(a, qc_desc_of(la + 2 * kk), qc_desc_of(lb + 2 * kk), kk > 0 || !first);"),
+            (KSRC, "wgmma.cu", "qc_wg_wait<0>();\n                    if (h == NH - 1 && lane == 0)"),
+            (KSRC, "wgmma.cu", "#define WG_BOX_B_BYTES (WG_BOX_ROWS * WG_BK)"),
+            (KSRC, "wgmma.cu", "const int nb = left >= BN ? BN / WG_BOX_ROWS : (int)((left + WG_BOX_ROWS - 1) / WG_BOX_ROWS);"),
+            (KSRC, "wgmma.cu", "const unsigned bytes = WG_A_BYTES + (unsigned)nb * WG_BOX_B_BYTES;"),
+            (KSRC, "wgmma.cu", "for (int b = (int)qc_cluster_rank(); b < nb; b += 2)"),
+            (KSRC, "wgmma.cu", "qc_tma2d_mc(sb + b * WG_BOX_B_BYTES, tmw, kt * WG_BK, col0 + WG_BOX_ROWS * b, fb);"),
+            (KSRC, "wgmma.cu", "qc_tma2d(sb + b * WG_BOX_B_BYTES, tmw, kt * WG_BK, col0 + WG_BOX_ROWS * b, fb);"),
+            (KSRC, "wgmma.cu", "#if (128 % WG_BOX_ROWS) || (FP8_EFF256 > 0 && 256 % WG_BOX_ROWS) || (FP8_EFF192 > 0 && 192 % WG_BOX_ROWS) || \\\n"
+                               "    (FP8_EFF160 > 0 && 160 % WG_BOX_ROWS) || (FP8_EFF128 > 0 && 128 % WG_BOX_ROWS)"),
+            (HSRC, "fp8_kernels.c", "static const int rows[4] = {256, 128, 64, 32};"),
+            (HSRC, "fp8_kernels.c", "if (g_fp8_eff[b][i] > 0)\n                for (int r = 0; r < 4; r++) ok[r] &= bns[i] % rows[r] == 0;"),
+            (HSRC, "fp8_kernels.c", "int ok[4] = {0, 1, 1, 1};"),
+            (HSRC, "fp8_kernels.c", "g_fp8_wbox = ok[1] ? 128 : ok[2] ? 64 : 32;"),
+            (HSRC, "fp8_kernels.c", "int r = atoi(e), i = r == 256 ? 0 : r == 128 ? 1 : r == 64 ? 2 : r == 32 ? 3 : -1;"),
+            (HSRC, "fp8_kernels.c", "if (i < 0 || !ok[i])"),
+            (HSRC, "fp8_kernels.c", "MAPS_W8A8[1].box_rows = (uint32_t)g_fp8_wbox;"),
+            (HSRC, "fp8_kernels.c", "if (g_fp8_wbox != 128) {"),
+            (HSRC, "fp8_kernels.c", '"-DWG_BOX_ROWS=%d", g_fp8_wbox);'),
+            (HSRC, "fp8_kernels.c", "read_bn_eff();\n    choose_wbox();")):
         if anchor not in src:
             probs.append("%s no longer has '%s'" % (name, anchor))
     report(not probs, "the emulator's tables and transcribed lines are the sources': %s" % (probs[:3] or "tables, anchors"))
@@ -951,6 +1186,7 @@ def host_checks():
     ms = list(range(1, 300, 7)) + [383, 384, 385, 1000, 1024, 1100, 1500, 2047, 4096, 8192, 16384]
     ns = list(range(16, 1200, 16)) + [1536, 2048, 2400, 4096, 6144, 8192, 8448, 14336, 28656, 28672]
     taken = set()
+    widths = {}  # the widths each weight set's plan takes, unpaired and paired (the W box rows must divide them)
     for eff in EFFS:
         for m in ms:
             for n in ns:
@@ -959,14 +1195,15 @@ def host_checks():
                     probs.append("eff %s: qc_wg_bn(%d, %d) = %d, fp8_wgmma_plan says %d" % (eff, m, n, bd, bh))
                 if eff[FP8_BNS.index(bh)] <= 0:
                     zero.append("eff %s m=%d n=%d: %d" % (eff, m, n, bh))
-                if eff in (EFF_ROW, EFF_BLOCK):
-                    taken.add((eff == EFF_BLOCK, bh))
-    want_taken = {(False, 256), (False, 192), (False, 128), (True, 256), (True, 128)}
+                widths.setdefault(eff, set()).add(bh)
+    for block, eff in ((False, EFF_ROW), (True, EFF_BLOCK)):  # each build's defaults, g_fp8_eff[block]
+        taken |= {(block, bn) for bn in widths[eff]}
+    want_taken = {(False, 256), (False, 128), (True, 256), (True, 128)}
     report(not probs and not zero and taken == want_taken,
            "qc_wg_bn (device) equals fp8_wgmma_plan (host), weight-0 widths never taken: %s" %
            (probs[:2] or zero[:2] or ("default weights take %s" % sorted(taken) if taken != want_taken else
-                                      "%d weight sets over m 1..16384, n 16..28672 (defaults: channel and tensor 256, "
-                                      "192, 128; block 256, 128)" % len(EFFS))))
+                                      "%d weight sets over m 1..16384, n 16..28672 (defaults: every build 256, 128)"
+                                      % len(EFFS))))
     probs = []  # the pair builds: the same with row tiles in pairs, never 256; whole clusters; the split rule on pairs
     for eff in EFFS:
         for m in (129, 200, 300, 385, 1000, 1024, 1100, 2047, 4096):
@@ -974,6 +1211,7 @@ def host_checks():
                 for k in (16, 400, 4096):
                     bn, st, smem, tiles = fp8_wgmma_plan(m, n, True, eff)
                     gx, gy, _ = wgmma_dims(m, n, k, True, eff)
+                    widths.setdefault(eff, set()).add(bn)
                     if entry_bn(m, n, True, eff) != bn or bn == 256:
                         probs.append("eff %s pair qc_wg_bn(%d, %d) = %d, plan %d" % (eff, m, n, entry_bn(m, n, True, eff), bn))
                     if eff[FP8_BNS.index(bn)] <= 0 and any(e > 0 for e in eff[1:]):
@@ -984,6 +1222,36 @@ def host_checks():
                         probs.append("pair m=%d n=%d k=%d: %d tiles on %d x %d blocks" % (m, n, k, tiles, gx, gy))
     report(not probs, "pair builds: device width = host plan, never 256 (256 only: 128), even grids, splits only on "
            "one tile a block: %s" % (probs[:2] or "%d weight sets, m 129..4096 x n x k" % len(EFFS)))
+    # W's box rows (choose_wbox; the device's WG_BOX_ROWS): the defaults' 128, 64 with 192 in, 32 with 160 in;
+    # QC_FP8_WBOX taken only where it divides every enabled width; the device builds with them (its #error) and
+    # every width the plan takes is whole boxes (a stage's W rows are nb boxes stacked)
+    probs, known, got = [], [], {}
+    for eff in (None,) + EFFS:
+        tables = (eff, eff) if eff else (EFF_ROW, EFF_BLOCK)
+        for env in (None, 32, 64, 128, 256, 96):
+            r = choose_wbox(tables, env)
+            got[(eff, env)] = r
+            tag = "QC_FP8_BN_EFF=%s QC_FP8_WBOX=%s" % (eff and ",".join(map(str, eff)), env)
+            if r not in WBOX_ROWS or (env is None and r == 256):
+                probs.append("%s: %d rows" % (tag, r))
+            for e in ((EFF_ROW, EFF_BLOCK) if eff is None else (eff,)):
+                if not wbox_builds(e, r):
+                    probs.append("%s: the build with FP8_EFF* = %s refuses WG_BOX_ROWS %d" % (tag, e, r))
+                bad = sorted(bn for bn in widths[e] if bn % r)
+                if bad:
+                    (probs if env is None else known).append("%s: %d-row W boxes, but the plan takes %s columns" %
+                                                             (tag, r, bad))
+    want = {(None, None): 128, (EFF_S19, None): 64, (EFF_OLD, None): 32, (EFF_256, None): 128,
+            (None, 32): 32, (None, 64): 64, (None, 256): 128, (None, 96): 128, (EFF_S19, 128): 64,
+            (EFF_OLD, 64): 32, (EFF_256, 256): 128}
+    probs += ["%s: %d rows, not %d" % (key, got[key], v) for key, v in want.items() if got[key] != v]
+    report(not probs, "choose_wbox: W box rows divide every width each build may take, the device builds with "
+           "them: %s" % (probs[:2] or "%d weight sets x QC_FP8_WBOX (defaults 128, 192 in 64, 160 in 32)" %
+                         (len(EFFS) + 1)))
+    # (fixed, session 20: QC_FP8_WBOX=256 with 256-only weights was accepted, and the pair builds' 128-column fallback
+    # then had no whole box; now no override may leave a width any build takes short of whole boxes)
+    report(not known, "choose_wbox: no QC_FP8_WBOX override leaves a width the plan takes short of whole boxes: %s" %
+           ("; ".join(known[:2]) or "none of %d" % (len(EFFS) + 1)))
     # the launch the host plans: shared memory, workspace, split K ranges (each build's default weights, and 256 forced)
     probs, old96 = [], []
     for mode, eff in ((0, EFF_ROW), (1, EFF_ROW), (2, EFF_BLOCK), (0, EFF_256), (2, EFF_256)):
@@ -1067,9 +1335,10 @@ host_checks()
 print("test_fp8_wgmma_emu: host rules: %d checks, %d failed" % (T.passed + T.failed, T.failed))
 
 # (mode, m, n, k[, options]): grid and split from wgmma_dims unless grid_x / grid_y are given; eff: QC_FP8_BN_EFF
-# (host and device), bf16: a y.bf16 output.  One wave of tiles (up to 132) always takes BN 128 (qc_wg_bn scores useful
-# columns per wave time), so 256 is never split under the default weights; 192 and 256 come with more than ~105
-# tiles of 128; 160 only with QC_FP8_BN_EFF (EFF_OLD: the weights before 256, "100,96,90").
+# (host and device), bf16: a y.bf16 output, dbl: FP8_DBL128, wbox: QC_FP8_WBOX.  One wave of tiles (up to 132) always
+# takes BN 128 (qc_wg_bn scores useful columns per wave time), so 256 is never split under the default weights; 256
+# comes with more than ~105 tiles of 128; 192 and 160 only with QC_FP8_BN_EFF (EFF_S19: session 19's row weights, 192
+# in; EFF_OLD: the weights before 256, "100,96,90"), which also takes W's boxes down to 64 and 32 rows.
 group("host plan", [
     (0, 1, 16, 16),           # one stage, one tile
     (0, 17, 144, 400),        # a partial tile (w boxes past n not loaded: stale), k tail
@@ -1089,22 +1358,22 @@ group("host plan", [
 group("wide tiles (BN 160, 192)", [
     (2, 1100, 1808, 144, dict(grid_x=12, eff=EFF_OLD)),  # BN 160: tiles 0/32/64/96 columns into a weight block, last 48 wide
     (0, 1100, 1808, 272, dict(grid_x=20, eff=EFF_OLD)),
-    (2, 1100, 2256, 272, dict(grid_x=12, eff=EFF_ROW)),   # BN 192: tiles 0 and 64 columns into a weight block, last 144 wide
-    (1, 17, 21136, 16),                      # BN 192 on the host's 111 blocks, one row tile (rows past m read zeros)
+    (2, 1100, 2256, 272, dict(grid_x=12, eff=EFF_S19)),   # BN 192: tiles 0 and 64 columns into a weight block, last 144 wide
+    (1, 17, 21136, 16, dict(eff=EFF_S19)),   # BN 192 on the host's 111 blocks, one row tile (rows past m read zeros)
     (2, 129, 8464, 144, dict(grid_x=9, ST=2, eff=EFF_OLD)),  # BN 160, the shallowest ring
     (0, 17, 21136, 400, dict(grid_x=8, P=3, eff=EFF_OLD)),   # BN 192, promotion every 3 stages (256 off)
 ])
 # BN 256: each stage as two 128-column halves through one acc (default weights where the plan takes it; split-K at 256
 # only with 256 forced, EFF_256: one wave of 256 tiles scores below 128's)
-# (block cases pass EFF_ROW: with 192 in, as the block build's defaults leave it out)
+# (some pass EFF_S19: 192 in, so W comes in 64-row boxes, four a stage)
 group("BN 256 (two halves a stage)", [
     (0, 1024, 4096, 256, dict(bf16=True)),       # 8 x 16 tiles, one wave; bf16 as 8-byte pairs from the registers
     (1, 1000, 28656, 400, dict(policies=("random",))),  # 896 tiles, 7 a block; the last 240 wide: half 1 partial
-    (2, 881, 3568, 400, dict(eff=EFF_ROW, bf16=True)),  # 7 x 14 tiles, the last 240 wide, the last row tile 113 rows
-    (2, 1500, 2400, 272, dict(eff=EFF_ROW)),     # the last tile 96 wide: half 1 wholly past n (and past the last
+    (2, 881, 3568, 400, dict(eff=EFF_S19, bf16=True)),  # 7 x 14 tiles, the last 240 wide, the last row tile 113 rows
+    (2, 1500, 2400, 272),                        # the last tile 96 wide: half 1 wholly past n (and past the last
     (1, 1500, 2400, 272, dict(bf16=True)),       #   weight block: b1 = b0); tensor mode: bf16 as 4-byte pairs
     (0, 8192, 1024, 256),                        # 256 tiles on 132 blocks: two a block (half 0 pre-issued)
-    (2, 1000, 8192, 112, dict(eff=EFF_ROW)),     # one stage, K's first is its last
+    (2, 1000, 8192, 112, dict(eff=EFF_S19)),     # one stage, K's first is its last
     (0, 33, 960, 1536, dict(eff=EFF_256)),       # split 3, the last tile 192 wide
     (2, 90, 6144, 1088, dict(eff=EFF_256)),      # split 2 of 9 stages
     (1, 90, 6144, 1088, dict(eff=EFF_256, bf16=True)),
@@ -1117,7 +1386,7 @@ group("BN 256 (two halves a stage)", [
 ])
 group("bf16 output (y.bf16)", [
     (0, 300, 400, 400, dict(grid_x=2, bf16=True)),             # BN 128 staged, 6 tiles a block (staging reused)
-    (2, 1100, 2256, 272, dict(grid_x=12, eff=EFF_ROW, bf16=True)),          # BN 192 staged
+    (2, 1100, 2256, 272, dict(grid_x=12, eff=EFF_S19, bf16=True)),          # BN 192 staged
     (1, 1100, 1808, 144, dict(grid_x=6, eff=EFF_OLD, bf16=True)),  # BN 160 staged
     (0, 129, 352, 1040, dict(grid_y=2, bf16=True)),            # split 2, the last arriver stages
     (0, 17, 144, 400, dict(bf16=True)),                        # a 16-column tile: 32-byte rows
@@ -1142,6 +1411,32 @@ group("pair builds (clusters of two)", [
     (0, 256, 608, 1040, dict(pair=True, grid_y=2)),     # split 2 (every pair's K in two)
     (2, 300, 144, 656, dict(pair=True, ST=2, grid_x=2)),  # the shallowest ring, one cluster
 ])
+# FP8_DBL128 (default): 128-column tiles take K in pairs of stages through acc and acc1 (wait_group 1 between), a
+# lone last stage alone; each K range [kt_b, kt_e) pairs from kt_b; the next tile's first stage pre-issued into acc
+group("BN 128, two accumulators (DBL)", [
+    (0, 300, 400, 1040, dict(grid_x=2, grid_y=1)),  # 9 stages a tile (a lone last one), 6 tiles a block: ST 5 wraps
+    (2, 300, 400, 1024, dict(grid_x=3, grid_y=1)),  # inside and after pairs; block scales, 8 stages (even), partial
+    (1, 129, 352, 1552),                 # split 3 of 13 stages: 4, 4, 5 a range
+    (2, 129, 400, 656, dict(grid_x=4, grid_y=2)),   # 3 stages a split (odd ranges), several tiles a block: pre-issue
+    (0, 17, 400, 400, dict(grid_y=4)),   # one stage a split: two == false from kt_b, pre-issued or not
+    (2, 17, 144, 208, dict(grid_x=1, grid_y=3)),  # ranges of 0, 1, 1 stages, two tiles a block
+    (1, 300, 400, 1040, dict(ST=2, grid_x=2)),     # the shallowest ring: a pair holds both slots
+    (2, 300, 144, 784, dict(ST=3, grid_x=1)),      # 7 stages a tile on 3 slots
+    (0, 1, 16, 16),                      # one stage, one tile, m = 1
+    (2, 300, 400, 1040, dict(grid_x=2, bf16=True)),  # bf16 rows staged while the next tile's first stage runs
+    (2, 300, 400, 656, dict(grid_x=2, dbl=0)),     # FP8_DBL128=0: one accumulator at 128, as before
+    (0, 129, 400, 1040, dict(grid_y=2, dbl=0)),
+])
+# W's TMA boxes (choose_wbox, QC_FP8_WBOX): 128 rows by default (one box a 128 stage, two at 256), 64 with 192 in the
+# plan, 32 with 160; a box partly past n loads whole (zeros), boxes wholly past n are not loaded
+group("W boxes (128, 64, 32 rows)", [
+    (0, 300, 400, 400, dict(grid_x=2, eff=EFF_S19)),     # 64-row boxes at BN 128 (two a stage, DBL), the last tile 16 wide
+    (2, 300, 1040, 272, dict(grid_x=3, eff=EFF_S19)),    # 64-row boxes at BN 128, block scales
+    (1, 300, 400, 656, dict(grid_x=2, wbox=32)),         # QC_FP8_WBOX=32 with the default widths: four a 128 stage
+    (0, 300, 1040, 400, dict(eff=EFF_256, grid_x=3, wbox=64)),  # BN 256 in 64-row boxes, the last tile 16 wide
+    (2, 300, 1040, 272, dict(eff=EFF_256, grid_x=3, wbox=256)),  # QC_FP8_WBOX=256 ignored: 128-row boxes
+    (1, 1100, 2256, 144, dict(pair=True, grid_x=6, eff=EFF_S19)),  # pair, BN 192 in 64-row boxes: ranks copy 2 and 1
+])
 group("build options (ST, PROMOTE, AHEAD)", [
     (0, 129, 400, 1040, dict(ST=2)),
     (2, 300, 144, 656, dict(ST=2, grid_x=2)),
@@ -1151,7 +1446,7 @@ group("build options (ST, PROMOTE, AHEAD)", [
     (0, 129, 352, 2048, dict(P=5, ST=5, grid_y=2, eff=EFF_OLD)),
     (0, 300, 400, 656, dict(P=2, ST=2, grid_x=4, eff=EFF_OLD)),
     (2, 129, 608, 528, dict(ahead=0)),
-    (2, 300, 400, 400, dict(ahead=0, ST=3, grid_x=2, grid_y=2)),
+    (2, 300, 400, 400, dict(ahead=0, ST=3, grid_x=2, grid_y=2, dbl=0)),  # (DBL loads each pair's scales itself)
     (1, 300, 1040, 208, dict(ST=3, grid_x=5)),
 ])
 
@@ -1168,14 +1463,29 @@ want = ["BN %d partial tile" % b for b in (128, 160, 192)] + ["ring wrap ST %d" 
      "next tile's first stage issued early (split 2) (BN 256: half 0)", "bf16 rows staged (BN 128)",
      "bf16 rows staged (BN 160)", "bf16 rows staged (BN 192)", "bf16 rows from the registers (BN 256)",
      "bf16 rows from the registers (BN 256, 8-byte pairs)",
-     "bf16 rows from the registers (pair)"]
+     "bf16 rows from the registers (pair)",
+     # FP8_DBL128 (BN 128, two accumulators) and W's box rows (choose_wbox)
+     "DBL: a K range of an even number of stages", "DBL: a K range of an odd number of stages",
+     "DBL: a one-stage K range", "DBL: an empty K range", "DBL: split-K", "DBL: block scales", "DBL: a partial tile",
+     "DBL: the first stage pre-issued before the previous tile's epilogue",
+     "DBL: the next tile's first stage issued early", "DBL: the next tile's first stage issued early (split-K)",
+     "DBL: ring wrap between a pair's stages (ST 5)", "DBL: ring wrap after a pair (ST 5)",
+     "DBL: ring wrap after a lone last stage (ST 5)", "DBL: ring wrap between a pair's stages (ST 2)",
+     "DBL: ring wrap after a pair (ST 2)", "DBL: ring wrap between a pair's stages (ST 3)",
+     "BN 128 with one accumulator (FP8_DBL128=0)",
+     "W boxes of 128 rows", "W boxes of 64 rows", "W boxes of 32 rows",
+     "a W box partly past n (128 rows)", "a W box partly past n (64 rows)", "a W box partly past n (32 rows)",
+     "pair: a rank copies no W box"]
 missing = [w for w in want if w not in COV]
 report(not missing, "coverage: %s" % ("missing " + ", ".join(missing) if missing else "%d kernel paths taken" % len(want)))
 print("test_fp8_wgmma_emu: coverage: %s" % ("MISSING " + ", ".join(missing) if missing else
                                            "every listed path taken (%d: partial tiles of each width, ring wraps at "
                                            "ST 2-5, PROMOTE groups, each block-scale split, splits 2-4, empty K ranges, "
                                            "early next-tile stages, BN 256's halves partial / past n, its block scales "
-                                           "and splits, bf16 rows staged and from the registers)" % len(want)))
+                                           "and splits, bf16 rows staged and from the registers; DBL's even, odd, one- "
+                                           "and no-stage ranges, wraps inside / after pairs, pre-issue, split-K, block "
+                                           "scales, partial tiles; W boxes of 128, 64, 32 rows, partly past n)" %
+                                           len(want)))
 
 # Two hazards this test found, which the host never launches (checked above), fixed in the kernel: an empty K range
 # with several tiles a block no longer pre-issues the next tile's first stage (the producer fills nothing), and
@@ -1184,6 +1494,14 @@ errs, desc, _ = run_case(0, 300, 400, 208, policies=("eager", "random"), grid_x=
 report(not errs, "%s (an empty K range with several tiles a block): %s" % (desc, errs[0] if errs else "runs"))
 report("#if FP8_P > FP8_ST192 || FP8_P > FP8_ST160 || FP8_P > FP8_ST128" in KSRC,
        "wgmma.cu refuses FP8_PROMOTE above the ring's stages at compile time")
+# Found by this test, fixed in session 20: QC_FP8_BN_EFF=x,0,0,0 (256 only) let QC_FP8_WBOX=256 through choose_wbox,
+# but the pair builds never take 256 and fall back to 128-column tiles, where nb = 128 / 256 = 0 (no W box loaded)
+# and a partial tile's one 256-row box landed past its stage's 128 W rows.  choose_wbox now ignores 256 (the pair
+# build runs with 128-row boxes) and wgmma.cu's #error requires 128 % WG_BOX_ROWS == 0.
+errs, desc, _ = run_case(0, 300, 400, 400, policies=("eager",), pair=True, eff=EFF_256, wbox=256)
+report(not errs, "%s (QC_FP8_WBOX=256 asked for, 256-only weights, a pair build's 128 columns): %s" %
+       (desc, errs[0][:160] if errs else "runs with 128-row boxes"))
+report(not wbox_builds(EFF_256, 256), "wgmma.cu refuses WG_BOX_ROWS 256 (the 128-column path is always built)")
 
 # Mutations: each deliberate bug must be caught (a deadlock, a fault or a failed check) on at least one case.
 MUTATIONS = [
@@ -1193,7 +1511,7 @@ MUTATIONS = [
     ("prod_parity", "producer waits empty with parity ph instead of ph ^ 1"),
     ("empty4", "empty barriers initialized for 4 arrivals (one warpgroup) instead of 8"),
     ("issued", "a tile's first stage left to the pre-issue (the `|| !issued` dropped): the first tile's never issued"),
-    ("nb", "the producer's box count rounds down (a partial 32-column box of the last tile not loaded)"),
+    ("nb", "the producer's box count rounds down (the last tile's box partly past n not loaded)"),
     ("release", "with FP8_PROMOTE > 1, only the group's last stage goes back to the producer"),
     ("early", "a stage goes back to the producer before its wgmma group retired (arrive before wait_group 0)"),
     ("pre_first", "the next tile's first stage issued with scale-d 1 (adds to the old acc)"),
@@ -1206,7 +1524,8 @@ MUTATIONS = [
     ("mc_self", "pair builds: w boxes copied into the issuing block only (no multicast)"),
     ("no_csync", "pair builds: no cluster barrier before exit"),
 ]
-MUT_CASES = [(2, 300, 400, 400, dict(grid_x=2, grid_y=2)), (0, 129, 352, 1040, dict(grid_y=2)),
+MUT_CASES = [(2, 300, 400, 400, dict(grid_x=2, grid_y=2)), (2, 300, 400, 400, dict(grid_x=2, grid_y=2, dbl=0)),
+             (0, 129, 352, 1040, dict(grid_y=2)),
              (1, 17, 400, 1040, dict(grid_y=4)), (0, 129, 400, 1040, dict(P=2, ST=3, eff=EFF_OLD)),
              (0, 300, 400, 656, dict(pair=True, grid_x=4, ST=3))]
 # BN 256's halves, the workspace's slots, the bf16 output
@@ -1230,6 +1549,18 @@ MUT_CASES_256 = [(2, 300, 1040, 528, dict(eff=EFF_256, grid_x=3, grid_y=2, bf16=
                  (0, 33, 8448, 2048, dict(eff=EFF_256, policies=("eager",)))]  # 33 tiles x 4 splits: 132 slots
 
 
+# FP8_DBL128's pairs of stages and W's box rows
+MUTATIONS_DBL = [
+    ("dbl_rel1", "DBL: kt + 1's slot goes back to the producer before its wait_group 0 (acc1's group still reads it)"),
+    ("dbl_nowait1", "DBL: no wait_group 1 after kt + 1's issue: acc promoted while its group is in flight"),
+    ("dbl_scale", "DBL block mode: acc1 (stage kt + 1) promoted with stage kt's scales"),
+    ("dbl_slot", "DBL: acc's retire arrives on the slot after next_slot (kt + 1's), not on kt's sa_"),
+    ("wbox_dev32", "the device places 32-row W boxes (WG_BOX_ROWS 32, nb and expect_tx of 32) while the map's are 128"),
+    ("wbox_map32", "the host's map keeps 32-row W boxes (the old MAPS_W8A8 literal) while the device counts 128"),
+]
+MUT_CASES_DBL = [(2, 300, 400, 656, dict(grid_x=2, ST=2)), (0, 300, 400, 1040, dict(grid_x=3))]
+
+
 def caught(c, name):  # the first error of the mutated case, after its mode and shape
     errs, desc, _ = run_case(*c[:4], mut=frozenset([name]), seed=17, **c[4])
     return "%s: %s" % (desc.split(" grid")[0].split()[0] + " m=%d n=%d k=%d" % c[1:4], errs[0]) if errs else None
@@ -1237,4 +1568,5 @@ def caught(c, name):  # the first error of the mutated case, after its mode and 
 
 T.hunt(MUTATIONS, MUT_CASES, caught)
 T.hunt(MUTATIONS_256, MUT_CASES_256, caught)
+T.hunt(MUTATIONS_DBL, MUT_CASES_DBL, caught)
 T.finish(" (%.1f s)" % (time.time() - T0))

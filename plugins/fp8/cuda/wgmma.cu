@@ -1,9 +1,9 @@
 /* fp8 W8A8 linear on Hopper: y[m,n] = (xq[m,k] . W[n,k]^T) with scales, E4M3 x E4M3 -> f32 by wgmma; TMA, persistent */
 /*
  * The bf16 kernel's design (core/src/qc_kernels_wgmma.c) with 8-bit operands: a stage holds 128 K
- * (128 bytes per row, the 128-byte swizzle span), x as one 128x128 box and W as BN/32 boxes of
- * 32x128 (stacked, they are the BN-row operand the descriptors read; boxes wholly past n are not
- * loaded); four wgmma m64nBNk32 per stage per consumer warpgroup.  Warpgroup 0 produces (one thread
+ * (128 bytes per row, the 128-byte swizzle span), x as one 128x128 box and W as BN/R boxes of
+ * R x 128 (R = WG_BOX_ROWS, 128 by default; stacked, they are the BN-row operand the descriptors read; boxes wholly
+ * past n are not loaded); four wgmma m64nBNk32 per stage per consumer warpgroup.  Warpgroup 0 produces (one thread
  * issues the TMA; setmaxnreg gives its registers away), warpgroups 1 and 2 each own 64 rows of the
  * 128 x BN tile.  Persistent blocks walk the tiles in groups of 8 row tiles (L2 reuse of W and x).
  *
@@ -114,22 +114,18 @@
 #define FP8_SKIP_ALL 0
 #endif
 /*   FP8_SKIP_TMA=1 (diagnosis): the producer copies nothing and the consumers do not wait for the full barriers, so the
- *     wgmma and promotion loop runs alone on whatever the ring holds; FP8_SKIP_PROMOTE=1 adds no acc into tot;
- *     FP8_NO_WAIT=1 (with FP8_SKIP_PROMOTE) does not wait for each stage's wgmma group either (session 20). */
+ *     wgmma and promotion loop runs alone on whatever the ring holds (session 20).  (Leaving the promotion out
+ *     instead does not time the MMAs: ptxas then drops the wgmma whose results nothing reads.) */
 #ifndef FP8_SKIP_TMA
 #define FP8_SKIP_TMA 0
 #endif
-#ifndef FP8_SKIP_PROMOTE
-#define FP8_SKIP_PROMOTE 0
-#endif
-#ifndef FP8_NO_WAIT
-#define FP8_NO_WAIT 0
-#endif
-/*   FP8_DBL128=1: 128-column tiles keep two accumulators (64 + 64 + tot's 64 registers), so that a warpgroup issues
- *     stage kt + 1's wgmma group before it waits for stage kt's (wait_group 1) and promotes stage kt while the next
- *     runs; one accumulator leaves the tensor cores without this warpgroup's work from each wait to the next issue. */
+/*   FP8_DBL128 1 (default): 128-column tiles keep two accumulators (64 + 64 + tot's 64 registers) and take stages in
+ *     pairs: stage kt's group, then kt + 1's, wait_group 1 and promote kt while kt + 1 runs, wait_group 0 and promote
+ *     kt + 1.  With one accumulator a warpgroup gives the tensor cores nothing from each wait to its next issue; two
+ *     ran 9-12% faster at M = 1024 (H200, session 20 call 5).  0: one accumulator, as 192 and 256 (no registers for
+ *     a second). */
 #ifndef FP8_DBL128
-#define FP8_DBL128 0
+#define FP8_DBL128 1
 #endif
 #if FP8_CLUSTER != 1 && FP8_CLUSTER != 2
 #error "FP8_CLUSTER: 1 or 2"
@@ -151,8 +147,8 @@
 #define WG_BK 128 /* K elements (= bytes) per stage */
 #define WG_GROUP_M 8
 #define WG_A_BYTES (WG_BM * WG_BK)
-#ifndef WG_BOX_ROWS /* rows of W per TMA box (the host's map has the same: QC_FP8_WBOX, fp8_kernels.c) */
-#define WG_BOX_ROWS 32
+#ifndef WG_BOX_ROWS /* rows of W per TMA box (the host's map has the same: choose_wbox, fp8_kernels.c) */
+#define WG_BOX_ROWS 128
 #endif
 #define WG_BOX_B_BYTES (WG_BOX_ROWS * WG_BK)
 #define WG_SW 256 /* column scales per buffer: the widest tile */
@@ -161,7 +157,7 @@
 /* tile width: the one whose waves of WG_SMS tiles carry the most useful columns, weighted by how fast
    a tile of that width runs (FP8_EFF256 / 192 / 160 / 128, the host's QC_FP8_BN_EFF when set; a weight of 0 never
    picks that width; the pair builds never take 256); keep in step with fp8_wgmma_plan in fp8_kernels.c */
-/* 256 in, 160 out by default, and 192 out of the block build: fp8_kernels.c's g_fp8_eff says why */
+/* 256 and 128 in, 192 and 160 out by default: fp8_kernels.c's g_fp8_eff says why */
 #ifndef FP8_EFF256
 #define FP8_EFF256 110
 #endif
@@ -169,7 +165,7 @@
 #error "FP8_PROMOTE > 1 needs FP8_EFF256=0 (QC_FP8_BN_EFF=0,...): a 256-column tile promotes each half-stage"
 #endif
 #ifndef FP8_EFF192
-#define FP8_EFF192 (FP8_MODE == 2 ? 0 : 100)
+#define FP8_EFF192 0
 #endif
 #ifndef FP8_EFF160
 #define FP8_EFF160 0
@@ -177,8 +173,9 @@
 #ifndef FP8_EFF128
 #define FP8_EFF128 90
 #endif
-/* a tile width takes whole W boxes (they stack into its stage) */
-#if (FP8_EFF256 > 0 && 256 % WG_BOX_ROWS) || (FP8_EFF192 > 0 && 192 % WG_BOX_ROWS) || \
+/* a tile width takes whole W boxes (they stack into its stage); the 128 path is always built (the switch's default,
+   and the pair builds' fallback from 256) */
+#if (128 % WG_BOX_ROWS) || (FP8_EFF256 > 0 && 256 % WG_BOX_ROWS) || (FP8_EFF192 > 0 && 192 % WG_BOX_ROWS) || \
     (FP8_EFF160 > 0 && 160 % WG_BOX_ROWS) || (FP8_EFF128 > 0 && 128 % WG_BOX_ROWS)
 #error "WG_BOX_ROWS (QC_FP8_WBOX) must divide every tile width built in (QC_FP8_BN_EFF)"
 #endif
@@ -451,9 +448,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                     if (lane == 0) qc_mbar_arrive(empty + 8 * slot);
 #pragma unroll
                     for (int i = 0; i < BNW / 2; i++) asm volatile("" : "+f"(a[i])::"memory");
-#if FP8_SKIP_PROMOTE
-                    (void)ps0, (void)ps1;
-#elif FP8_MODE == 2
+#if FP8_MODE == 2
                     qc_promote_scaled<0, 16>(tot, a, ps0, ps1); /* 128 | col0: one weight block */
 #else
                     (void)ps0, (void)ps1;
@@ -477,8 +472,8 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                     next_slot();
                     if (two) {
                         issue_to(acc1, s, true, 0);
-                        if (!FP8_NO_WAIT) qc_wg_wait<1>();
-                    } else if (!FP8_NO_WAIT) {
+                        qc_wg_wait<1>();
+                    } else {
                         qc_wg_wait<0>();
                     }
 #if FP8_MODE == 2
@@ -488,7 +483,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                     if (two) {
                         const int sb_ = s;
                         next_slot();
-                        if (!FP8_NO_WAIT) qc_wg_wait<0>();
+                        qc_wg_wait<0>();
                         retire(acc1, sb_, pb0, pb1);
                     }
                 }
@@ -507,7 +502,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 for (int h = 0; h < NH; h++) {
                     if (kt > kt_b || h > 0 || !issued) issue(s, (kt - kt_b) % FP8_P == 0, h);
                     if (defer) break;
-                    if (!FP8_NO_WAIT) qc_wg_wait<0>();
+                    qc_wg_wait<0>();
                     if (h == NH - 1 && lane == 0) /* the group's stages are read: the producer may refill them */
                         for (int j = 0, sj = s; j <= (kt - kt_b) % FP8_P; j++, sj = sj > 0 ? sj - 1 : ST - 1) {
                             qc_mbar_arrive(empty + 8 * sj);
@@ -517,9 +512,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                         }
 #pragma unroll
                     for (int i = 0; i < BNW / 2; i++) asm volatile("" : "+f"(acc[i])::"memory");
-#if FP8_SKIP_PROMOTE
-                    (void)0;
-#elif FP8_MODE == 2
+#if FP8_MODE == 2
                     /* a_s * w_s first, as the reference */
                     const float s0a = xa0 * wa, s1a = xa1 * wa, s0b = xa0 * wb, s1b = xa1 * wb;
                     if constexpr (BN == 256) /* 256 | col0: half h is weight block b0 + h */
