@@ -43,6 +43,11 @@ QC_FP8_BN_EFF=0,0,0,0 expect 0 "fp8: QC_FP8_BN_EFF: ignoring '0,0,0,0'" -- plugi
 QC_FP8_BN_EFF=1,2,3x expect 0 "fp8: QC_FP8_BN_EFF: ignoring '1,2,3x'" -- plugins
 QC_FP8_BN_EFF=1,2,3,4,5 expect 0 "fp8: QC_FP8_BN_EFF: ignoring '1,2,3,4,5'" -- plugins
 QC_FP8_PAIR_GRID=7x expect 0 "fp8: QC_FP8_PAIR_GRID='7x' is not 2..132: ignored" -- plugins
+# W box rows: 256 never (the 128-column path is always built), nor rows that leave an enabled width short of whole boxes
+QC_FP8_WBOX=256 expect 0 "fp8: QC_FP8_WBOX: ignoring '256'" -- plugins
+QC_FP8_WBOX=48 expect 0 "fp8: QC_FP8_WBOX: ignoring '48'" -- plugins
+QC_FP8_BN_EFF=110,100,0,90 QC_FP8_WBOX=128 expect 0 "ignoring '128' (want 32, 64 or 128 rows dividing every tile width the plan may take; keeping 64)" -- plugins
+QC_FP8_BN_EFF=110,0,90,90 QC_FP8_WBOX=64 expect 0 "keeping 32)" -- plugins
 
 # the main job: device, plugins with what they lack, a policy decision
 expect 0 "device: " -- --policy policies/latency.lua
