@@ -73,11 +73,12 @@ static inline int nv_write(const char *path, const void *data, size_t len) {
 }
 
 /* ptxas's wgmma diagnostics in an NVRTC build log: setmaxnreg ignored (C7508), wgmma serialized (C7510; C7512 for
- * want of registers; C7515; C7518 by a wait ptxas injected in a divergent path, which the fp8 wgmma GEMMs carried
- * unseen until session 17) or a wgmma wait it injected (C7517).  The first of them in `log` (print it up to its
- * newline), or NULL: every kernel is held to none. */
+ * want of registers; C7514 by a read of an accumulator while a wgmma group may be in flight, e.g. one left in flight
+ * across a loop's back edge, session 20; C7515; C7518 by a wait ptxas injected in a divergent path, which the fp8
+ * wgmma GEMMs carried unseen until session 17) or a wgmma wait it injected (C7517).  The first of them in `log`
+ * (print it up to its newline), or NULL: every kernel is held to none. */
 static inline const char *nv_wgmma_diag(const char *log) {
-    static const char *const codes[] = {"C7508", "C7510", "C7512", "C7515", "C7517", "C7518"};
+    static const char *const codes[] = {"C7508", "C7510", "C7512", "C7514", "C7515", "C7517", "C7518"};
     const char *first = NULL;
     for (size_t i = 0; log && i < sizeof codes / sizeof codes[0]; i++) {
         const char *hit = strstr(log, codes[i]);
