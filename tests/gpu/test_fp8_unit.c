@@ -75,6 +75,12 @@ static void descriptors(qc_runtime *rt) {
                        k->arch.max_sm == 90
                  : k->n_tensor_maps == 0,
               "%s: tensor maps / arch", k->id);
+        /* W in boxes of 128 rows by 128 K (choose_wbox with the default widths 256 / 128), x in 128 x 128 */
+        if (wg && k->n_tensor_maps == 2)
+            CHECK(k->tensor_maps[1].box_rows == 128 && k->tensor_maps[1].box_cols == 128 &&
+                      k->tensor_maps[0].box_rows == 128 && k->tensor_maps[1].swizzle_bytes == 128,
+                  "%s: W box %u x %u, x box rows %u", k->id, k->tensor_maps[1].box_rows, k->tensor_maps[1].box_cols,
+                  k->tensor_maps[0].box_rows);
         if (strstr(k->id, "quant_act")) {
             qc_reason why;
             /* never a linear: "role" for the schemes it serves, "scheme" for the others */
@@ -103,18 +109,15 @@ static void descriptors(qc_runtime *rt) {
             CHECK(d.grid[0] >= 1 && d.grid[0] <= 132 && d.block[0] == 384 && d.shared_bytes <= SMEM_OPTIN_H200 - 256,
                   "channel dims m=%lld n=%lld: grid %u smem %u", (long long)ms[i], (long long)shapes[s][0], d.grid[0],
                   d.shared_bytes);
-            CHECK(d.shared_bytes == wg_smem(256) || d.shared_bytes == wg_smem(192) || d.shared_bytes == wg_smem(160) ||
-                      d.shared_bytes == wg_smem(128),
+            /* every mode plans 256 or 128 columns (g_fp8_eff, session 20), the block mode as the channel one */
+            CHECK(d.shared_bytes == wg_smem(256) || d.shared_bytes == wg_smem(128),
                   "channel dims m=%lld: smem %u", (long long)ms[i], d.shared_bytes);
-            /* the block mode plans without 192 (g_fp8_eff): 256 or 128 columns; the channel plan wherever that is
-               not 192 */
             CHECK(db.grid[0] >= 1 && db.grid[0] <= 132 && db.block[0] == 384 && db.grid[1] >= 1 && db.grid[1] <= 4 &&
                       (db.shared_bytes == wg_smem(256) || db.shared_bytes == wg_smem(128)),
                   "block dims m=%lld: grid %u x %u smem %u", (long long)ms[i], db.grid[0], db.grid[1], db.shared_bytes);
-            if (d.shared_bytes != wg_smem(192))
-                CHECK(db.grid[0] == d.grid[0] && db.grid[1] == d.grid[1] && db.shared_bytes == d.shared_bytes,
-                      "block dims m=%lld: grid %u x %u smem %u, channel's %u x %u smem %u", (long long)ms[i], db.grid[0],
-                      db.grid[1], db.shared_bytes, d.grid[0], d.grid[1], d.shared_bytes);
+            CHECK(db.grid[0] == d.grid[0] && db.grid[1] == d.grid[1] && db.shared_bytes == d.shared_bytes,
+                  "block dims m=%lld: grid %u x %u smem %u, channel's %u x %u smem %u", (long long)ms[i], db.grid[0],
+                  db.grid[1], db.shared_bytes, d.grid[0], d.grid[1], d.shared_bytes);
             /* split-K (grid.y): only while the tiles leave SMs idle, within one pass of 132 blocks, at most 4
                ways, each split at least 4 stages of 128 K; the workspace holds a slot per block and warpgroup */
             uint64_t tiles = d.grid[0];
@@ -137,6 +140,16 @@ static void descriptors(qc_runtime *rt) {
         k->launch_dims(&p, &d);
         CHECK(d.grid[0] == 128 && d.grid[1] == 1 && d.shared_bytes == wg_smem(256),
               "o m=1024: grid %u x %u smem %u, want 128 x 1, 197632", d.grid[0], d.grid[1], d.shared_bytes);
+        /* qkv at 1024 rows: 128 columns (384 tiles in 3 waves score 8 x 6144 x 90 / 384 = 11520 against 256's 192
+           tiles in 2 waves, 8 x 6144 x 110 / 512 = 10560); at 2048 rows 256 (14080 against 11520) */
+        p = prob(90, 1024, 6144, 4096, 2);
+        k->launch_dims(&p, &d);
+        CHECK(d.grid[0] == 132 && d.shared_bytes == wg_smem(128), "qkv m=1024: grid %u smem %u, want 132, %u",
+              d.grid[0], d.shared_bytes, wg_smem(128));
+        p = prob(90, 2048, 6144, 4096, 2);
+        k->launch_dims(&p, &d);
+        CHECK(d.grid[0] == 132 && d.shared_bytes == wg_smem(256), "qkv m=2048: grid %u smem %u, want 132, %u",
+              d.grid[0], d.shared_bytes, wg_smem(256));
     }
     /* the pair builds: m > 128 only; whole clusters (an even grid), row tiles counted in pairs (an odd count gets an
        empty partner), otherwise the plan of the unpaired GEMM */
