@@ -640,30 +640,29 @@ static void read_bn_eff(void) {
  * stage: the copies alone of o 1024 took 25.4 us with 32-row boxes, 21.4 with 64, 20.6 with 128 (H200, session 20
  * call 2).  The device gets it as WG_BOX_ROWS (default 128). */
 static int g_fp8_wbox = 128;
-static void choose_wbox(void) {
+/* r rows make whole boxes of 128 columns (the kernel always holds that path: its default case, and the pair builds'
+   fallback from 256) and of every width either build may take */
+static int wbox_fits(int r) {
     static const int bns[4] = {256, 192, 160, 128};
-    /* 256, 128, 64, 32 rows divide every enabled width, and 128: the kernel always holds the 128-column path (its
-       default case, and the pair builds' fallback from 256) */
-    int ok[4] = {0, 1, 1, 1};
-    static const int rows[4] = {256, 128, 64, 32};
+    if (r <= 0 || 128 % r) return 0;
     for (int b = 0; b < 2; b++)
         for (int i = 0; i < 4; i++)
-            if (g_fp8_eff[b][i] > 0)
-                for (int r = 0; r < 4; r++) ok[r] &= bns[i] % rows[r] == 0;
-    g_fp8_wbox = ok[1] ? 128 : ok[2] ? 64 : 32;
+            if (g_fp8_eff[b][i] > 0 && bns[i] % r) return 0;
+    return 1;
+}
+static void choose_wbox(void) {
+    g_fp8_wbox = wbox_fits(128) ? 128 : wbox_fits(64) ? 64 : 32;
     const char *e = getenv("QC_FP8_WBOX");
     if (e) {
-        int r = atoi(e), i = r == 256 ? 0 : r == 128 ? 1 : r == 64 ? 2 : r == 32 ? 3 : -1;
-        if (i < 0 || !ok[i])
+        const int r = atoi(e);
+        if ((r != 32 && r != 64 && r != 128) || !wbox_fits(r))
             fprintf(stderr, "fp8: QC_FP8_WBOX: ignoring '%s' (want 32, 64 or 128 rows dividing every tile width "
                             "the plan may take; keeping %d)\n", e, g_fp8_wbox);
         else
             g_fp8_wbox = r;
     }
     MAPS_W8A8[1].box_rows = (uint32_t)g_fp8_wbox;
-    if (g_fp8_wbox != 128) {
-        snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, "-DWG_BOX_ROWS=%d", g_fp8_wbox);
-    }
+    if (g_fp8_wbox != 128) snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, "-DWG_BOX_ROWS=%d", g_fp8_wbox);
 }
 /* a kernel's NVRTC options: its FP8_MODE option (opts is one of OPT_MODE or OPT_PAIR), the pair builds' cluster
  * option, then its family's extra ones */

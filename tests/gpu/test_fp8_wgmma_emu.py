@@ -60,7 +60,6 @@ VERBOSE = bool(os.environ.get("QC_FP8_WGMMA_EMU_VERBOSE"))
 # ---- constants of wgmma.cu / fp8_kernels.c (WG_SMS, WG_BM, WG_BK, WG_GROUP_M: wgmma_replay's) ---------------------
 WG_A_BYTES = WG_BM * WG_BK
 WG_BOX_ROWS = 128  # the device's default rows of W per TMA box (-DWG_BOX_ROWS=R when choose_wbox picks another R)
-WBOX_ROWS = (256, 128, 64, 32)  # choose_wbox's rows[] (QC_FP8_WBOX may ask for any; 256 is never taken)
 PIECE = 32  # the emulator keeps a stage's W rows as pieces of 32 (the smallest box), whatever the boxes' rows
 WG_SW = 256  # column scales per buffer: the widest tile
 QC_FP8_BLOCK = 128
@@ -122,22 +121,18 @@ def wgmma_dims(m, n, k, pair=False, eff=EFF_ROW):  # wgmma_dims / wgmma_pair_dim
     return grid_x, fp8_wgmma_splits(tiles, k), smem
 
 
+def wbox_fits(tables, r):  # fp8_kernels.c's wbox_fits: r divides 128 and every width with a nonzero weight in either
+    return r > 0 and 128 % r == 0 and all(t[i] <= 0 or FP8_BNS[i] % r == 0 for t in tables for i in range(4))
+
+
 def choose_wbox(tables=(EFF_ROW, EFF_BLOCK), env=None):
     """fp8_kernels.c's choose_wbox: W's rows per TMA box, the largest of 128, 64, 32 dividing every tile width with a
     nonzero weight in either g_fp8_eff table (QC_FP8_BN_EFF sets both) and 128 (the kernel always holds the 128-column
     path); env (QC_FP8_WBOX: 32, 64, 128) replaces it when it divides them too, else it is ignored (256 always).  The
     map's box rows; the device gets them as WG_BOX_ROWS."""
-    ok = [0, 1, 1, 1]  # 256, 128, 64, 32 rows divide every enabled width and 128
-    for b in range(2):
-        for i in range(4):
-            if tables[b][i] > 0:
-                for r in range(4):
-                    ok[r] &= FP8_BNS[i] % WBOX_ROWS[r] == 0
-    wbox = 128 if ok[1] else 64 if ok[2] else 32
-    if env is not None:
-        i = WBOX_ROWS.index(env) if env in WBOX_ROWS else -1
-        if i >= 0 and ok[i]:
-            wbox = env
+    wbox = 128 if wbox_fits(tables, 128) else 64 if wbox_fits(tables, 64) else 32
+    if env is not None and env in (32, 64, 128) and wbox_fits(tables, env):
+        wbox = env
     return wbox
 
 
@@ -1168,14 +1163,12 @@ def host_checks():
             (KSRC, "wgmma.cu", "qc_tma2d(sb + b * WG_BOX_B_BYTES, tmw, kt * WG_BK, col0 + WG_BOX_ROWS * b, fb);"),
             (KSRC, "wgmma.cu", "#if (128 % WG_BOX_ROWS) || (FP8_EFF256 > 0 && 256 % WG_BOX_ROWS) || (FP8_EFF192 > 0 && 192 % WG_BOX_ROWS) || \\\n"
                                "    (FP8_EFF160 > 0 && 160 % WG_BOX_ROWS) || (FP8_EFF128 > 0 && 128 % WG_BOX_ROWS)"),
-            (HSRC, "fp8_kernels.c", "static const int rows[4] = {256, 128, 64, 32};"),
-            (HSRC, "fp8_kernels.c", "if (g_fp8_eff[b][i] > 0)\n                for (int r = 0; r < 4; r++) ok[r] &= bns[i] % rows[r] == 0;"),
-            (HSRC, "fp8_kernels.c", "int ok[4] = {0, 1, 1, 1};"),
-            (HSRC, "fp8_kernels.c", "g_fp8_wbox = ok[1] ? 128 : ok[2] ? 64 : 32;"),
-            (HSRC, "fp8_kernels.c", "int r = atoi(e), i = r == 256 ? 0 : r == 128 ? 1 : r == 64 ? 2 : r == 32 ? 3 : -1;"),
-            (HSRC, "fp8_kernels.c", "if (i < 0 || !ok[i])"),
+            (HSRC, "fp8_kernels.c", "if (r <= 0 || 128 % r) return 0;"),
+            (HSRC, "fp8_kernels.c", "if (g_fp8_eff[b][i] > 0 && bns[i] % r) return 0;"),
+            (HSRC, "fp8_kernels.c", "g_fp8_wbox = wbox_fits(128) ? 128 : wbox_fits(64) ? 64 : 32;"),
+            (HSRC, "fp8_kernels.c", "if ((r != 32 && r != 64 && r != 128) || !wbox_fits(r))"),
             (HSRC, "fp8_kernels.c", "MAPS_W8A8[1].box_rows = (uint32_t)g_fp8_wbox;"),
-            (HSRC, "fp8_kernels.c", "if (g_fp8_wbox != 128) {"),
+            (HSRC, "fp8_kernels.c", "if (g_fp8_wbox != 128) snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, \"-DWG_BOX_ROWS=%d\", g_fp8_wbox);"),
             (HSRC, "fp8_kernels.c", '"-DWG_BOX_ROWS=%d", g_fp8_wbox);'),
             (HSRC, "fp8_kernels.c", "read_bn_eff();\n    choose_wbox();")):
         if anchor not in src:
@@ -1232,7 +1225,7 @@ def host_checks():
             r = choose_wbox(tables, env)
             got[(eff, env)] = r
             tag = "QC_FP8_BN_EFF=%s QC_FP8_WBOX=%s" % (eff and ",".join(map(str, eff)), env)
-            if r not in WBOX_ROWS or (env is None and r == 256):
+            if r not in (128, 64, 32):
                 probs.append("%s: %d rows" % (tag, r))
             for e in ((EFF_ROW, EFF_BLOCK) if eff is None else (eff,)):
                 if not wbox_builds(e, r):

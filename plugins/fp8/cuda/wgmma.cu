@@ -459,7 +459,6 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 auto next_slot = [&]() {
                     if (++s == ST) { s = 0; ph ^= 1u; }
                 };
-                float pa0 = 0.f, pa1 = 0.f, pb0 = 0.f, pb1 = 0.f; /* a_s * w_s of the pair's rows r0, r1 */
                 for (int kt = kt_b; kt < kt_e; kt += 2) {
                     const bool two = kt + 1 < kt_e;
 #if FP8_MODE == 2
@@ -476,8 +475,10 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                     } else {
                         qc_wg_wait<0>();
                     }
-#if FP8_MODE == 2
-                    pa0 = xa0 * wa, pa1 = xa1 * wa, pb0 = xb0 * wb, pb1 = xb1 * wb;
+#if FP8_MODE == 2 /* a_s * w_s of the pair's rows r0, r1 */
+                    const float pa0 = xa0 * wa, pa1 = xa1 * wa, pb0 = xb0 * wb, pb1 = xb1 * wb;
+#else
+                    const float pa0 = 0.f, pa1 = 0.f, pb0 = 0.f, pb1 = 0.f;
 #endif
                     retire(acc, sa_, pa0, pa1);
                     if (two) {
