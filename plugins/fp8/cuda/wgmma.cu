@@ -127,6 +127,11 @@
 #ifndef FP8_DBL128
 #define FP8_DBL128 1
 #endif
+/*   FP8_EPI_SPLIT 1 (default): the epilogue as one chunk loop per kind of output; 0: the kind tested in each chunk
+ *     (the build before session 21, for A/B runs). */
+#ifndef FP8_EPI_SPLIT
+#define FP8_EPI_SPLIT 1
+#endif
 #if FP8_CLUSTER != 1 && FP8_CLUSTER != 2
 #error "FP8_CLUSTER: 1 or 2"
 #endif
@@ -145,7 +150,9 @@
 #define WG_SMS 132
 #define WG_BM 128
 #define WG_BK 128 /* K elements (= bytes) per stage */
+#ifndef WG_GROUP_M /* row tiles per group of the tile walk */
 #define WG_GROUP_M 8
+#endif
 #define WG_A_BYTES (WG_BM * WG_BK)
 #ifndef WG_BOX_ROWS /* rows of W per TMA box (the host's map has the same: choose_wbox, fp8_kernels.c) */
 #define WG_BOX_ROWS 128
@@ -273,6 +280,8 @@ __device__ __forceinline__ void qc_cluster_sync() {
     asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 #endif
+
+template <int K> struct QcEpiKind { static constexpr int v = K; }; /* the epilogue's kind of output, as a type */
 
 #if FP8_MODE == 2
 /* tot += acc * scale for the 8-column chunks [J0, J1) of this thread's accumulators (4 values each:
@@ -589,6 +598,80 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             /* (narrower tiles stage such rows; the pair builds and the tensor mode have no registers to spare: a
                4-byte spill) */
             const bool xchg = FP8_CLUSTER == 1 && FP8_MODE != 1 && BN == 256 && !(n & 15);
+#if FP8_EPI_SPLIT
+            /* One unrolled chunk loop per kind of output (staged bf16 rows, exchanged 8-byte bf16 stores, 4-byte bf16
+               stores, f32), the kind chosen once: with the kind tested in each of the BN / 8 chunks, the kinds' code
+               lay interleaved and a tile's epilogue fetched all of it (session 21: a third of the warps' stall
+               samples at o 1024 were "no instructions", mostly there).  Kinds a build cannot take are not compiled. */
+            auto epi = [&](auto kind_tag, auto full_tag) { /* FULL: every column of the tile is below n */
+                constexpr int KIND = decltype(kind_tag)::v;
+                constexpr bool FULL = decltype(full_tag)::v;
+                u32 ev0 = 0, ev1 = 0; /* the even chunk's bf16 pairs (rows r0, r1), kept for its odd partner */
+#pragma unroll 1
+                for (int rep = 0; rep < FP8_EPI_REPS; rep++) {
+                    if (rep) asm volatile("" ::: "memory"); /* FP8_EPI_REPS > 1 (diagnosis): kept apart, not merged */
+#pragma unroll
+                    for (int j = 0; j < BN / 8; j++) {
+                        const long long cn = cb + 8 * j;
+                        if (!FULL && cn >= n) continue;
+#if FP8_MODE == 2
+                        const float v00 = tot[4 * j], v01 = tot[4 * j + 1], v10 = tot[4 * j + 2], v11 = tot[4 * j + 3];
+#else
+#if FP8_MODE == 1
+                        const float w0 = wt, w1 = wt;
+#else
+                        const float2 wv = *(const float2 *)(sw + 8 * j + 2 * (lane & 3));
+                        const float w0 = wv.x, w1 = wv.y;
+#endif
+                        /* y = sum * (a_s * w_s): the scale product first, as the reference */
+                        const float v00 = tot[4 * j] * (f0 * w0), v01 = tot[4 * j + 1] * (f0 * w1);
+                        const float v10 = tot[4 * j + 2] * (f1 * w0), v11 = tot[4 * j + 3] * (f1 * w1);
+#endif
+                        if constexpr (KIND == 0) { /* bf16 (half the bytes), rounded as the reference: nearest even */
+                            const unsigned st0 = base + ST * STAGE + (unsigned)(c * 64 + warp * 16 + (lane >> 2)) * RS +
+                                                 4u * (lane & 3) + 16u * j;
+                            qc_sts32(st0, qc_bf16x2(v00, v01));
+                            qc_sts32(st0 + 8 * RS, qc_bf16x2(v10, v11));
+                        } else if constexpr (KIND == 1) {
+                            const u32 p0 = qc_bf16x2(v00, v01), p1 = qc_bf16x2(v10, v11);
+                            if (j & 1) { /* even lane: its even-chunk pair + its partner's; odd lane: partner's + its own */
+                                const bool odd = lane & 1;
+                                const u32 x0 = __shfl_xor_sync(0xffffffffu, odd ? ev0 : p0, 1);
+                                const u32 x1 = __shfl_xor_sync(0xffffffffu, odd ? ev1 : p1, 1);
+                                const long long cs = odd ? cn - 2 : cn - 8; /* 8-byte aligned: n % 16 == 0 */
+                                if (r0 < m) *(u64 *)(yb + r0 * n + cs) = odd ? (u64)x0 | (u64)p0 << 32 : (u64)ev0 | (u64)x0 << 32;
+                                if (r1 < m) *(u64 *)(yb + r1 * n + cs) = odd ? (u64)x1 | (u64)p1 << 32 : (u64)ev1 | (u64)x1 << 32;
+                            } else {
+                                ev0 = p0, ev1 = p1;
+                            }
+                        } else if constexpr (KIND == 2) {
+                            if (r0 < m) *(u32 *)(yb + r0 * n + cn) = qc_bf16x2(v00, v01);
+                            if (r1 < m) *(u32 *)(yb + r1 * n + cn) = qc_bf16x2(v10, v11);
+                        } else {
+                            if (r0 < m) *(float2 *)(y0 + cn) = make_float2(v00, v01);
+                            if (r1 < m) *(float2 *)(y1 + cn) = make_float2(v10, v11);
+                        }
+                    }
+                }
+            };
+            /* and one copy for tiles wholly below n (every tile of the model's shapes), without a test per chunk:
+               those tests, and the divergence handling they put around the exchange's shuffles, were a third of
+               the loop's instructions */
+            auto epi_of = [&](auto kind_tag) {
+                if (cb - 2 * (lane & 3) + BN <= n) epi(kind_tag, QcEpiKind<1>{});
+                else epi(kind_tag, QcEpiKind<0>{});
+            };
+            if (!store || (FP8_SKIP_EPI && k >= 0)) {
+            } else if (staged) {
+                if constexpr (FP8_STAGED_OUT && BN != 256) epi_of(QcEpiKind<0>{});
+            } else if (yb && xchg) {
+                if constexpr (FP8_CLUSTER == 1 && FP8_MODE != 1 && BN == 256) epi_of(QcEpiKind<1>{});
+            } else if (yb) {
+                epi_of(QcEpiKind<2>{});
+            } else {
+                epi_of(QcEpiKind<3>{});
+            }
+#else
             u32 ev0 = 0, ev1 = 0; /* the even chunk's bf16 pairs (rows r0, r1), kept for its odd partner */
 #pragma unroll 1
             for (int rep = 0; rep < FP8_EPI_REPS; rep++) {
@@ -637,6 +720,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                 }
             }
             } /* FP8_EPI_REPS */
+#endif
             if (staged && store && (!FP8_SKIP_EPI || k < 0)) {
                 /* the staged rows to the async proxy, then lane i copies row i of the warp's 16 (the part below n) */
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
