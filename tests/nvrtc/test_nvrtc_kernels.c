@@ -79,8 +79,8 @@ int main(int argc, char **argv) {
            "source\n", shard, n_shards, builds, with_source, total);
     qc_runtime_close(rt);
     qc_nvrtc_destroy(n);
-    if (qc_test_failed)
-        printf("test_nvrtc_kernels: NVRTC logs kept in %s\n", tmp); /* the failures name them */
+    if (qc_test_failed || getenv("QC_NVRTC_KEEP")) /* the failures name the logs; QC_NVRTC_KEEP: cubins for nvdisasm */
+        printf("test_nvrtc_kernels: NVRTC logs and cubins kept in %s\n", tmp);
     else
         nv_rm_rf(tmp);
     return qc_test_finish("test_nvrtc_kernels");
