@@ -132,6 +132,11 @@
 #ifndef FP8_EPI_SPLIT
 #define FP8_EPI_SPLIT 1
 #endif
+/*   FP8_EPI_HALVES 1 (default): a whole 256-column tile's epilogue loops over its two halves (one unrolled copy of
+ *     16 chunks); 0: all 32 chunks unrolled. */
+#ifndef FP8_EPI_HALVES
+#define FP8_EPI_HALVES 1
+#endif
 #if FP8_CLUSTER != 1 && FP8_CLUSTER != 2
 #error "FP8_CLUSTER: 1 or 2"
 #endif
@@ -606,13 +611,19 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             auto epi = [&](auto kind_tag, auto full_tag) { /* FULL: every column of the tile is below n */
                 constexpr int KIND = decltype(kind_tag)::v;
                 constexpr bool FULL = decltype(full_tag)::v;
+                /* a whole 256-column tile: one loop over the halves around the unrolled 16 chunks, tot's upper half
+                   moved down between them (64 moves), for half the straight-line code a cold tile fetches */
+                constexpr int HALVES = FP8_EPI_HALVES && BN == 256 && FULL && FP8_EPI_REPS == 1 ? 2 : 1, JH = BN / 8 / HALVES;
                 u32 ev0 = 0, ev1 = 0; /* the even chunk's bf16 pairs (rows r0, r1), kept for its odd partner */
 #pragma unroll 1
                 for (int rep = 0; rep < FP8_EPI_REPS; rep++) {
                     if (rep) asm volatile("" ::: "memory"); /* FP8_EPI_REPS > 1 (diagnosis): kept apart, not merged */
+#pragma unroll 1
+                  for (int hh = 0; hh < HALVES; hh++) {
 #pragma unroll
-                    for (int j = 0; j < BN / 8; j++) {
-                        const long long cn = cb + 8 * j;
+                    for (int j = 0; j < JH; j++) { /* tot[4 j ..]: chunk jc of the tile */
+                        const int jc = j + hh * JH;
+                        const long long cn = cb + 8 * jc;
                         if (!FULL && cn >= n) continue;
 #if FP8_MODE == 2
                         const float v00 = tot[4 * j], v01 = tot[4 * j + 1], v10 = tot[4 * j + 2], v11 = tot[4 * j + 3];
@@ -620,7 +631,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #if FP8_MODE == 1
                         const float w0 = wt, w1 = wt;
 #else
-                        const float2 wv = *(const float2 *)(sw + 8 * j + 2 * (lane & 3));
+                        const float2 wv = *(const float2 *)(sw + 8 * jc + 2 * (lane & 3));
                         const float w0 = wv.x, w1 = wv.y;
 #endif
                         /* y = sum * (a_s * w_s): the scale product first, as the reference */
@@ -629,7 +640,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
 #endif
                         if constexpr (KIND == 0) { /* bf16 (half the bytes), rounded as the reference: nearest even */
                             const unsigned st0 = base + ST * STAGE + (unsigned)(c * 64 + warp * 16 + (lane >> 2)) * RS +
-                                                 4u * (lane & 3) + 16u * j;
+                                                 4u * (lane & 3) + 16u * jc;
                             qc_sts32(st0, qc_bf16x2(v00, v01));
                             qc_sts32(st0 + 8 * RS, qc_bf16x2(v10, v11));
                         } else if constexpr (KIND == 1) {
@@ -652,6 +663,10 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                             if (r1 < m) *(float2 *)(y1 + cn) = make_float2(v10, v11);
                         }
                     }
+                    if (HALVES > 1 && hh == 0)
+#pragma unroll
+                        for (int i = 0; i < BN / 4; i++) tot[i] = tot[i + BN / 4];
+                  }
                 }
             };
             /* and one copy for tiles wholly below n (every tile of the model's shapes), without a test per chunk:
