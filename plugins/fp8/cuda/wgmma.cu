@@ -127,11 +127,6 @@
 #ifndef FP8_DBL128
 #define FP8_DBL128 1
 #endif
-/*   FP8_EPI_SPLIT 1 (default): the epilogue as one chunk loop per kind of output; 0: the kind tested in each chunk
- *     (the build before session 21, for A/B runs). */
-#ifndef FP8_EPI_SPLIT
-#define FP8_EPI_SPLIT 1
-#endif
 /*   FP8_EPI_HALVES 1 (default): a whole 256-column tile's epilogue loops over its two halves (one unrolled copy of
  *     16 chunks); 0: all 32 chunks unrolled. */
 #ifndef FP8_EPI_HALVES
@@ -189,7 +184,7 @@
    and the pair builds' fallback from 256) */
 #if (128 % WG_BOX_ROWS) || (FP8_EFF256 > 0 && 256 % WG_BOX_ROWS) || (FP8_EFF192 > 0 && 192 % WG_BOX_ROWS) || \
     (FP8_EFF160 > 0 && 160 % WG_BOX_ROWS) || (FP8_EFF128 > 0 && 128 % WG_BOX_ROWS)
-#error "WG_BOX_ROWS (QC_FP8_WBOX) must divide every tile width built in (QC_FP8_BN_EFF)"
+#error "WG_BOX_ROWS (QC_FP8_WBOX) must divide 128 (always built) and every tile width built in (QC_FP8_BN_EFF)"
 #endif
 __device__ __forceinline__ int qc_wg_bn(long long m, long long n) {
     const int bns[4] = {256, 192, 160, 128}, eff[4] = {FP8_CLUSTER == 2 ? 0 : FP8_EFF256, FP8_EFF192, FP8_EFF160,
@@ -603,7 +598,6 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             /* (narrower tiles stage such rows; the pair builds and the tensor mode have no registers to spare: a
                4-byte spill) */
             const bool xchg = FP8_CLUSTER == 1 && FP8_MODE != 1 && BN == 256 && !(n & 15);
-#if FP8_EPI_SPLIT
             /* One unrolled chunk loop per kind of output (staged bf16 rows, exchanged 8-byte bf16 stores, 4-byte bf16
                stores, f32), the kind chosen once: with the kind tested in each of the BN / 8 chunks, the kinds' code
                lay interleaved and a tile's epilogue fetched all of it (session 21: a third of the warps' stall
@@ -686,56 +680,6 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             } else {
                 epi_of(QcEpiKind<3>{});
             }
-#else
-            u32 ev0 = 0, ev1 = 0; /* the even chunk's bf16 pairs (rows r0, r1), kept for its odd partner */
-#pragma unroll 1
-            for (int rep = 0; rep < FP8_EPI_REPS; rep++) {
-                if (rep) asm volatile("" ::: "memory"); /* FP8_EPI_REPS > 1 (diagnosis): kept apart, not merged */
-#pragma unroll
-            for (int j = 0; j < BN / 8; j++) {
-                const long long cn = cb + 8 * j;
-                if (store && cn < n && (!FP8_SKIP_EPI || k < 0)) {
-#if FP8_MODE == 2
-                    const float v00 = tot[4 * j], v01 = tot[4 * j + 1], v10 = tot[4 * j + 2], v11 = tot[4 * j + 3];
-#else
-#if FP8_MODE == 1
-                    const float w0 = wt, w1 = wt;
-#else
-                    const float2 wv = *(const float2 *)(sw + 8 * j + 2 * (lane & 3));
-                    const float w0 = wv.x, w1 = wv.y;
-#endif
-                    /* y = sum * (a_s * w_s): the scale product first, as the reference */
-                    const float v00 = tot[4 * j] * (f0 * w0), v01 = tot[4 * j + 1] * (f0 * w1);
-                    const float v10 = tot[4 * j + 2] * (f1 * w0), v11 = tot[4 * j + 3] * (f1 * w1);
-#endif
-                    if (staged) { /* bf16 (half the bytes), rounded as the reference: nearest even */
-                        const unsigned st0 = base + ST * STAGE + (unsigned)(c * 64 + warp * 16 + (lane >> 2)) * RS +
-                                             4u * (lane & 3) + 16u * j;
-                        qc_sts32(st0, qc_bf16x2(v00, v01));
-                        qc_sts32(st0 + 8 * RS, qc_bf16x2(v10, v11));
-                    } else if (yb && xchg) {
-                        const u32 p0 = qc_bf16x2(v00, v01), p1 = qc_bf16x2(v10, v11);
-                        if (j & 1) { /* even lane: its even-chunk pair + its partner's; odd lane: partner's + its own */
-                            const bool odd = lane & 1;
-                            const u32 x0 = __shfl_xor_sync(0xffffffffu, odd ? ev0 : p0, 1);
-                            const u32 x1 = __shfl_xor_sync(0xffffffffu, odd ? ev1 : p1, 1);
-                            const long long cs = odd ? cn - 2 : cn - 8; /* 8-byte aligned: n % 16 == 0 */
-                            if (r0 < m) *(u64 *)(yb + r0 * n + cs) = odd ? (u64)x0 | (u64)p0 << 32 : (u64)ev0 | (u64)x0 << 32;
-                            if (r1 < m) *(u64 *)(yb + r1 * n + cs) = odd ? (u64)x1 | (u64)p1 << 32 : (u64)ev1 | (u64)x1 << 32;
-                        } else {
-                            ev0 = p0, ev1 = p1;
-                        }
-                    } else if (yb) {
-                        if (r0 < m) *(u32 *)(yb + r0 * n + cn) = qc_bf16x2(v00, v01);
-                        if (r1 < m) *(u32 *)(yb + r1 * n + cn) = qc_bf16x2(v10, v11);
-                    } else {
-                        if (r0 < m) *(float2 *)(y0 + cn) = make_float2(v00, v01);
-                        if (r1 < m) *(float2 *)(y1 + cn) = make_float2(v10, v11);
-                    }
-                }
-            }
-            } /* FP8_EPI_REPS */
-#endif
             if (staged && store && (!FP8_SKIP_EPI || k < 0)) {
                 /* the staged rows to the async proxy, then lane i copies row i of the warp's 16 (the part below n) */
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
