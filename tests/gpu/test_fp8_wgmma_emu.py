@@ -1149,7 +1149,7 @@ def host_checks():
             (KSRC, "wgmma.cu", "const u32 x0 = __shfl_xor_sync(0xffffffffu, odd ? ev0 : p0, 1);"),
             (KSRC, "wgmma.cu", "const long long cs = odd ? cn - 2 : cn - 8;"),
             (KSRC, "wgmma.cu", "*(u64 *)(yb + r0 * n + cs) = odd ? (u64)x0 | (u64)p0 << 32 : (u64)ev0 | (u64)x0 << 32;"),
-            (KSRC, "wgmma.cu", "} else {\n                            ev0 = p0, ev1 = p1;"),
+            (KSRC, "wgmma.cu", "} else {\n                                ev0 = p0, ev1 = p1;"),
             (KSRC, "wgmma.cu", "case 256: qc_fp8_gemm<256, FP8_ST256>"),
             (KSRC, "wgmma.cu", "constexpr bool DBL = FP8_DBL128 && BN == 128 && FP8_P == 1 && FP8_CLUSTER == 1;"),
             (KSRC, "wgmma.cu", "auto issue = [&](int st_, bool first, int h) { issue_to(acc, st_, first, h); };"),
