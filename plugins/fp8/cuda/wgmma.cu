@@ -281,7 +281,7 @@ __device__ __forceinline__ void qc_cluster_sync() {
 }
 #endif
 
-template <int K> struct QcEpiKind { static constexpr int v = K; }; /* the epilogue's kind of output, as a type */
+template <int K> struct QcTag { static constexpr int v = K; }; /* a constant as a type: the epilogue's kind, whole tile */
 
 #if FP8_MODE == 2
 /* tot += acc * scale for the 8-column chunks [J0, J1) of this thread's accumulators (4 values each:
@@ -667,20 +667,23 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                those tests, and the divergence handling they put around the exchange's shuffles, were a third of
                the loop's instructions */
             auto epi_of = [&](auto kind_tag) {
-                if (cb - 2 * (lane & 3) + BN <= n) epi(kind_tag, QcEpiKind<1>{});
-                else epi(kind_tag, QcEpiKind<0>{});
+                if (cb - 2 * (lane & 3) + BN <= n) epi(kind_tag, QcTag<1>{});
+                else epi(kind_tag, QcTag<0>{});
             };
-            if (!store || (FP8_SKIP_EPI && k >= 0)) {
-            } else if (staged) {
-                if constexpr (FP8_STAGED_OUT && BN != 256) epi_of(QcEpiKind<0>{});
-            } else if (yb && xchg) {
-                if constexpr (FP8_CLUSTER == 1 && FP8_MODE != 1 && BN == 256) epi_of(QcEpiKind<1>{});
-            } else if (yb) {
-                epi_of(QcEpiKind<2>{});
-            } else {
-                epi_of(QcEpiKind<3>{});
+            /* this block stores the tile (FP8_SKIP_EPI: a test on k that fails at run time keeps the stores' code) */
+            const bool emit = store && (!FP8_SKIP_EPI || k < 0);
+            if (emit) {
+                if (staged) {
+                    if constexpr (FP8_STAGED_OUT && BN != 256) epi_of(QcTag<0>{});
+                } else if (yb && xchg) {
+                    if constexpr (FP8_CLUSTER == 1 && FP8_MODE != 1 && BN == 256) epi_of(QcTag<1>{});
+                } else if (yb) {
+                    epi_of(QcTag<2>{});
+                } else {
+                    epi_of(QcTag<3>{});
+                }
             }
-            if (staged && store && (!FP8_SKIP_EPI || k < 0)) {
+            if (staged && emit) {
                 /* the staged rows to the async proxy, then lane i copies row i of the warp's 16 (the part below n) */
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
                 __syncwarp();
