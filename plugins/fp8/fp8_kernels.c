@@ -183,7 +183,14 @@ static void quant_dims(const qc_problem *p, qc_launch_dims *d) { dims_1d(d, p->m
  * 192 path in the same kernel (session 19 call 5), so the block build left 192 out; since session 20 no build has it:
  * 128-column tiles with two accumulators (FP8_DBL128: 9-12% faster than one at M = 1024, call 5) and 128-row W boxes
  * run qkv 1024 in 49.8 us against 192's 51.9, and 128 | 256 lets W come in 128-row boxes (choose_wbox). */
-static int g_fp8_eff[2][4] = {{110, 0, 0, 90}, {110, 0, 0, 90}};
+/* Since session 22 only 128: with 6 ring stages and the two accumulators taking stages 8 a turn (cuda/wgmma.cu's
+ * FP8_DBL_TURN) its tiles ran faster than 256-column ones on all four Llama-3-8B shapes at 1024-4096 rows, channel and
+ * block (call 2: qkv 1024 43.8 against 56.7 us, gate_up 2048 356.7 against 372.1, down 4096 344.4 against 351.4). */
+static int g_fp8_eff[2][4] = {{0, 0, 0, 90}, {0, 0, 0, 90}};
+/* Ring stages of the 128-column tiles (cuda/wgmma.cu's FP8_ST128): 6, with bf16 rows stored from the registers
+ * (FP8_STG128=0); QC_FP8_ST128=N (2..5) overrides it for A/B runs, staging the rows in shared memory after the ring
+ * as before session 22 (5: that default). */
+static int g_fp8_st128 = 6;
 /* The tile width of the wgmma kernels, as the device code computes it (keep in step with qc_wg_bn in
  * cuda/wgmma.cu): 256, 192, 160 or 128 columns, whichever fills its last wave best.  Every mode promotes
  * each 128-K stage into f32 registers, so a thread holds two register sets, BN/2 each up to 192 columns; 256
@@ -192,7 +199,8 @@ static int g_fp8_eff[2][4] = {{110, 0, 0, 90}, {110, 0, 0, 90}};
  * pairs that share W), whose walk rounds the row tiles up to pairs; they never take 256. */
 static void fp8_wgmma_plan(int64_t m, int64_t n, int paired, int block, int *bn, int *stages, uint32_t *smem_bytes,
                            int64_t *tiles) {
-    static const int bns[4] = {256, 192, 160, 128}, sts[4] = {4, 4, 4, 5}; /* 160: 4, see FP8_ST160 */
+    static const int bns[4] = {256, 192, 160, 128};
+    const int sts[4] = {4, 4, 4, g_fp8_st128}; /* 160: 4, see FP8_ST160 */
     const int *eff = g_fp8_eff[block != 0];
     int64_t tm = m > 0 ? cdiv(m, WG_BM) : 0, best = -1;
     if (paired) tm = (tm + 1) & ~(int64_t)1;
@@ -208,9 +216,11 @@ static void fp8_wgmma_plan(int64_t m, int64_t n, int paired, int block, int *bn,
     }
     *bn = bns[pick];
     *stages = sts[pick];
-    /* the ring, then the bf16 output's staging (not at 256): a row of BN * 2 + WG_STG_PAD bytes per row of the tile */
+    /* the ring, then the bf16 output's staging (not at 256, nor at 128 with 6 stages): a row of BN * 2 + WG_STG_PAD
+       bytes per row of the tile */
+    const int staged = bns[pick] != 256 && !(bns[pick] == 128 && g_fp8_st128 == 6);
     *smem_bytes = (uint32_t)sts[pick] * (WG_BM * WG_BK + (uint32_t)bns[pick] * WG_BK) +
-                  (bns[pick] == 256 ? 0u : (uint32_t)WG_BM * ((uint32_t)bns[pick] * 2 + WG_STG_PAD)) + 1024;
+                  (staged ? (uint32_t)WG_BM * ((uint32_t)bns[pick] * 2 + WG_STG_PAD) : 0u) + 1024;
     *tiles = n > 0 ? tm * cdiv(n, bns[pick]) : 0;
 }
 /* Split-K across blocks (grid.y; the device reads gridDim.y, so the rule lives only here): when the tiles do not
@@ -595,7 +605,7 @@ static int gemv_rank(const kspec *s) { /* pass in which s registers */
  * without a rebuild; at most 8 options of up to 63 characters, each starting with -D (anything else is ignored
  * with a warning).  Each variable is read once per registration; the arrays live as long as the plugin. */
 #define X_OPTS 8
-#define X_HOST_OPTS 5 /* after the user's: QC_FP8_BN_EFF's four FP8_EFF* and choose_wbox's WG_BOX_ROWS */
+#define X_HOST_OPTS 7 /* after the user's: QC_FP8_BN_EFF's four FP8_EFF*, choose_wbox's WG_BOX_ROWS, QC_FP8_ST128's two */
 enum { X_WGMMA, X_GEMV, X_FAMILIES };
 static char g_xbuf[X_FAMILIES][X_OPTS + X_HOST_OPTS][QC_ENV_OPT_LEN];
 static int g_xn[X_FAMILIES];
@@ -603,6 +613,15 @@ static const char *g_xopts[X_FAMILIES][3][2 + X_OPTS + X_HOST_OPTS];
 static void read_extra_opts(int family) {
     static const char *const env[X_FAMILIES] = {"QC_FP8_WGMMA_OPTS", "QC_FP8_GEMV_OPTS"};
     g_xn[family] = qc_env_defines("fp8", env[family], g_xbuf[family], X_OPTS);
+    /* FP8_STG128 changes the shared memory the kernel needs, which the host sizes from QC_FP8_ST128: passed here
+       alone, the staged rows would run past the allocation, so it is dropped (fewer FP8_ST* stages are safe) */
+    for (int i = 0; i < g_xn[family]; i++)
+        if (!strncmp(g_xbuf[family][i], "-DFP8_STG128", 12)) {
+            fprintf(stderr, "fp8: %s: ignoring '%s' (set QC_FP8_ST128 instead: it sizes the shared memory too)\n",
+                    env[family], g_xbuf[family][i]);
+            memmove(g_xbuf[family][i], g_xbuf[family][i + 1], (size_t)(g_xn[family] - i - 1) * QC_ENV_OPT_LEN);
+            g_xn[family]--, i--;
+        }
 }
 /* QC_FP8_BN_EFF="a,b,c,d" (integers 0..1000 for 256, 192, 160, 128 columns, not all 0; three values, as before
  * session 19, leave 256 out): the plan's tile-width weights, here and in the device's copy of the plan (four more
@@ -634,8 +653,22 @@ static void read_bn_eff(void) {
         snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, "-D%s=%d", names[i], v[i]);
     }
 }
+static void read_st128(void) {
+    const char *e = getenv("QC_FP8_ST128");
+    if (!e) return;
+    char *end;
+    long v = strtol(e, &end, 10);
+    if (end == e || *end || v < 2 || v > 6) {
+        fprintf(stderr, "fp8: QC_FP8_ST128: ignoring '%s' (want 2..6 ring stages for 128-column tiles: 6 stores bf16 rows "
+                        "from the registers, 2..5 stage them in shared memory)\n", e);
+        return;
+    }
+    g_fp8_st128 = (int)v;
+    snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, "-DFP8_ST128=%d", g_fp8_st128);
+    snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, "-DFP8_STG128=%d", v == 6 ? 0 : 1);
+}
 /* Rows of W per TMA box of the wgmma GEMMs (one map for every build): the largest of 128, 64, 32 that divides every
- * tile width any build may take (their boxes stack into a stage), so 128 by default (256 and 128 columns) and 32
+ * tile width any build may take (their boxes stack into a stage), so 128 by default (128 columns; 256 too) and 32
  * with 160 in.  QC_FP8_WBOX=R (32, 64, 128) overrides it when R divides those widths.  Fewer, larger copies a
  * stage: the copies alone of o 1024 took 25.4 us with 32-row boxes, 21.4 with 64, 20.6 with 128 (H200, session 20
  * call 2).  The device gets it as WG_BOX_ROWS (default 128). */
@@ -687,6 +720,7 @@ qc_status fp8_kernels_register(const qc_host_api *api, qc_host *host) {
     read_extra_opts(X_WGMMA);
     read_bn_eff();
     choose_wbox();
+    read_st128();
     read_extra_opts(X_GEMV);
     for (size_t j = 0; j < 3 * n; j++) { /* three passes, each in table order */
         const kspec *s = &g_kernels[j % n];

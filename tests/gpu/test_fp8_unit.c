@@ -50,14 +50,14 @@ static qc_problem prob(uint32_t sm, int64_t m, int64_t n, int64_t k, uint32_t sc
     return p;
 }
 
-/* The shared memory the fp8 wgmma plan sizes for BN-column tiles: 128 x 256 in 4 stages without staging, 128 x 192
- * and 128 x 160 in 4, 128 x 128 in 5, each then 128 staged bf16 rows of BN * 2 + 16 bytes; 1024 for alignment. */
+/* The shared memory the fp8 wgmma plan sizes for BN-column tiles: 128 x 256 in 4 stages and 128 x 128 in 6, without
+ * staging; 128 x 192 and 128 x 160 in 4, each then 128 staged bf16 rows of BN * 2 + 16 bytes; 1024 for alignment. */
 static uint32_t wg_smem(int bn) {
     switch (bn) {
     case 256: return 4u * (16384u + 32768u) + 1024u;
     case 192: return 4u * (16384u + 24576u) + 128u * 400u + 1024u;
     case 160: return 4u * (16384u + 20480u) + 128u * 336u + 1024u;
-    default: return 5u * 32768u + 128u * 272u + 1024u;
+    default: return 6u * 32768u + 1024u; /* 6 stages, bf16 rows from the registers (session 22; 5 + staging before) */
     }
 }
 
@@ -75,7 +75,7 @@ static void descriptors(qc_runtime *rt) {
                        k->arch.max_sm == 90
                  : k->n_tensor_maps == 0,
               "%s: tensor maps / arch", k->id);
-        /* W in boxes of 128 rows by 128 K (choose_wbox with the default widths 256 / 128), x in 128 x 128 */
+        /* W in boxes of 128 rows by 128 K (choose_wbox with the default width 128), x in 128 x 128 */
         if (wg && k->n_tensor_maps == 2)
             CHECK(k->tensor_maps[1].box_rows == 128 && k->tensor_maps[1].box_cols == 128 &&
                       k->tensor_maps[0].box_rows == 128 && k->tensor_maps[1].swizzle_bytes == 128,
@@ -109,11 +109,10 @@ static void descriptors(qc_runtime *rt) {
             CHECK(d.grid[0] >= 1 && d.grid[0] <= 132 && d.block[0] == 384 && d.shared_bytes <= SMEM_OPTIN_H200 - 256,
                   "channel dims m=%lld n=%lld: grid %u smem %u", (long long)ms[i], (long long)shapes[s][0], d.grid[0],
                   d.shared_bytes);
-            /* every mode plans 256 or 128 columns (g_fp8_eff, session 20), the block mode as the channel one */
-            CHECK(d.shared_bytes == wg_smem(256) || d.shared_bytes == wg_smem(128),
-                  "channel dims m=%lld: smem %u", (long long)ms[i], d.shared_bytes);
+            /* every mode plans 128 columns (g_fp8_eff, session 22), the block mode as the channel one */
+            CHECK(d.shared_bytes == wg_smem(128), "channel dims m=%lld: smem %u", (long long)ms[i], d.shared_bytes);
             CHECK(db.grid[0] >= 1 && db.grid[0] <= 132 && db.block[0] == 384 && db.grid[1] >= 1 && db.grid[1] <= 4 &&
-                      (db.shared_bytes == wg_smem(256) || db.shared_bytes == wg_smem(128)),
+                      db.shared_bytes == wg_smem(128),
                   "block dims m=%lld: grid %u x %u smem %u", (long long)ms[i], db.grid[0], db.grid[1], db.shared_bytes);
             CHECK(db.grid[0] == d.grid[0] && db.grid[1] == d.grid[1] && db.shared_bytes == d.shared_bytes,
                   "block dims m=%lld: grid %u x %u smem %u, channel's %u x %u smem %u", (long long)ms[i], db.grid[0],
@@ -134,22 +133,21 @@ static void descriptors(qc_runtime *rt) {
                       (long long)shapes[s][1], d.grid[1], want[s]);
             }
         }
-    if (k) { /* o at 1024 rows: 8 x 16 tiles of 128 x 256 in one wave (128 columns: 256 tiles, two waves) */
+    if (k) { /* o at 1024 rows: 8 x 32 tiles of 128 x 128, two waves of 132 blocks (256 columns, the plan's pick
+                until session 22, is weighted 0 now) */
         qc_problem p = prob(90, 1024, 4096, 4096, 2);
         qc_launch_dims d;
         k->launch_dims(&p, &d);
-        CHECK(d.grid[0] == 128 && d.grid[1] == 1 && d.shared_bytes == wg_smem(256),
-              "o m=1024: grid %u x %u smem %u, want 128 x 1, 197632", d.grid[0], d.grid[1], d.shared_bytes);
-        /* qkv at 1024 rows: 128 columns (384 tiles in 3 waves score 8 x 6144 x 90 / 384 = 11520 against 256's 192
-           tiles in 2 waves, 8 x 6144 x 110 / 512 = 10560); at 2048 rows 256 (14080 against 11520) */
-        p = prob(90, 1024, 6144, 4096, 2);
-        k->launch_dims(&p, &d);
-        CHECK(d.grid[0] == 132 && d.shared_bytes == wg_smem(128), "qkv m=1024: grid %u smem %u, want 132, %u",
-              d.grid[0], d.shared_bytes, wg_smem(128));
+        CHECK(d.grid[0] == 132 && d.grid[1] == 1 && d.shared_bytes == wg_smem(128),
+              "o m=1024: grid %u x %u smem %u, want 132 x 1, %u", d.grid[0], d.grid[1], d.shared_bytes, wg_smem(128));
         p = prob(90, 2048, 6144, 4096, 2);
         k->launch_dims(&p, &d);
-        CHECK(d.grid[0] == 132 && d.shared_bytes == wg_smem(256), "qkv m=2048: grid %u smem %u, want 132, %u",
-              d.grid[0], d.shared_bytes, wg_smem(256));
+        CHECK(d.grid[0] == 132 && d.shared_bytes == wg_smem(128), "qkv m=2048: grid %u smem %u, want 132, %u",
+              d.grid[0], d.shared_bytes, wg_smem(128));
+        /* o at 64 rows: 32 tiles of 128 x 128 leave SMs idle, so K is split 4 ways (32 stages, 8 a split) */
+        p = prob(90, 64, 4096, 4096, 2);
+        k->launch_dims(&p, &d);
+        CHECK(d.grid[0] == 32 && d.grid[1] == 4, "o m=64: grid %u x %u, want 32 x 4", d.grid[0], d.grid[1]);
     }
     /* the pair builds: m > 128 only; whole clusters (an even grid), row tiles counted in pairs (an odd count gets an
        empty partner), otherwise the plan of the unpaired GEMM */

@@ -17,21 +17,28 @@
 # wait after the epilogue; and the pair builds (FP8_CLUSTER=2): row-tile pairs on clusters of two blocks, each block's
 # half of the w boxes multicast into both rings (two boxes in flight, landing independently), empty barriers of 16
 # arrivals fed by both blocks' consumer warps, the cluster barrier before exit (an arrival on an exited block fails).
-# The tile widths 256, 192, 160, 128 under the plan's weights (each build's own g_fp8_eff, since session 20 110/0/0/90
-# for all: 256 and 128; QC_FP8_BN_EFF, which the cases may pass, sets both, host and device alike; 0 never takes a
-# width; the pair builds never take 256).  FP8_DBL128 (default; BN 128, FP8_P 1, no clusters): two accumulators, K in
-# pairs of stages from each range's kt_b (kt into acc, kt + 1 into acc1, wait_group 1, kt's empty arrivals and
-# promotion, wait_group 0, kt + 1's), a lone last stage alone, the next tile's first stage pre-issued into acc; wgmma
+# The tile widths 256, 192, 160, 128 under the plan's weights (each build's own g_fp8_eff, since session 22 0/0/0/90
+# for all: 128 only, and the device's switch compiles no width of weight 0; QC_FP8_BN_EFF, which the cases may pass
+# (EFF_S20 = 110,0,0,90: session 20-21's 256 and 128), sets both, host and device alike; 0 never takes a width; the pair
+# builds never take 256).  Ring stages FP8_ST256/192/160/128 = 4, 4, 4, 6 (the host's sts, g_fp8_st128 = 6): 128-column
+# tiles stage no bf16 rows (FP8_STG128 0); QC_FP8_ST128=N (2..5; the cases' st128) sets FP8_ST128 N, FP8_STG128 1 and
+# the host's staging, the layout before session 22.  FP8_DBL128 (default; BN 128, FP8_P 1, no clusters): two
+# accumulators; from each range's kt_b, while FP8_DBL_TURN (the source's default: 8, the block build 16; the cases' turn) stages are left, a
+# turn of them alternating acc and acc1 (stage q issued, wait_group 1, stage q - 1's empty arrivals and promotion with
+# its scale products, taken after its issue; wait_group 0 and the last stage's at the turn's end), then pairs (kt into
+# acc, kt + 1 into acc1, wait_group 1, kt's empty arrivals and promotion, wait_group 0, kt + 1's), a lone last stage
+# alone, the next tile's first stage pre-issued into acc; wgmma
 # groups are modelled as PTX has them (committed in order, wait_group N completes all but the newest N, an accumulator's
 # registers unreadable (NaN) until the group writing it completes).  BN 256 runs each stage as NH = 2 halves of BNW =
 # 128 columns through one acc: half h's W descriptor h * BNW * 128 bytes further, the full-barrier wait at h = 0 only,
 # the empty arrivals after the last half, half h promoted into tot[64 h ..] (block mode: weight block b0 + h's scales),
 # only half 0 of the next tile's
-# first stage pre-issued, workspace slots of 128 sums.  The optional bf16 output (y.bf16): below 256 staged rows after
-# the ring (addresses checked against the shared memory the host sizes) copied out by bulk copies that read the
-# staging when they land (a wait_group.read before the rows are rewritten, a wait_group before exit); straight from
-# the registers at 256 (channel and block modes: lanes 2q, 2q + 1 swap their chunk pairs through a shuffle and store 8
-# bytes each; the tensor mode: 4 bytes) and in the pair builds (4 bytes).  wgmma itself is a plain matrix product
+# first stage pre-issued, workspace slots of 128 sums.  The optional bf16 output (y.bf16): at 192, 160 (and 128 with
+# QC_FP8_ST128 <= 5) staged rows after the ring (addresses checked against the shared memory the host sizes) copied
+# out by bulk copies that read the staging when they land (a wait_group.read before the rows are rewritten, a
+# wait_group before exit); straight from the registers at 128 (every mode, n % 16 == 0) and 256 (channel and block
+# modes): lanes 2q, 2q + 1 swap their chunk pairs through a shuffle and store 8 bytes each; otherwise (256's tensor
+# mode, n % 16 != 0) and in the pair builds 4 bytes.  wgmma itself is a plain matrix product
 # here: each k32 step exact in float64, rounded to f32, handed to the threads through the m64nNk32 accumulator layout;
 # it reads its stage when issued and the stage is checked unchanged when its group completes.  Not
 # modelled: the tensor cores' shorter accumulator inside a stage, threads of one warpgroup running apart (a warpgroup
@@ -64,10 +71,14 @@ PIECE = 32  # the emulator keeps a stage's W rows as pieces of 32 (the smallest 
 WG_SW = 256  # column scales per buffer: the widest tile
 QC_FP8_BLOCK = 128
 FP8_BNS = (256, 192, 160, 128)  # fp8_wgmma_plan's bns, qc_wg_bn's bns
-FP8_ST = {256: 4, 192: 4, 160: 4, 128: 5}  # FP8_ST256, FP8_ST192, FP8_ST160, FP8_ST128 defaults (the host's sts)
+# FP8_ST256, FP8_ST192, FP8_ST160, FP8_ST128 defaults (the host's sts; 128: FP8_ST128 = (FP8_STG128 ? 5 : 6) with
+# FP8_STG128 0, the host's g_fp8_st128 = 6: no bf16 staging at 128)
+FP8_ST = {256: 4, 192: 4, 160: 4, 128: 6}
+ST128_DEF, ST128_STAGED = 6, 5  # g_fp8_st128's default; FP8_ST128's default and bound with FP8_STG128 1
 # the plan's speed weights of 256/192/160/128 columns (0: never that width): g_fp8_eff[0] = FP8_EFF* of the row-scaled
 # builds (channel, tensor), g_fp8_eff[1] = the block build's; QC_FP8_BN_EFF replaces both
-EFF_ROW, EFF_BLOCK = (110, 0, 0, 90), (110, 0, 0, 90)  # g_fp8_eff[0], [1] (session 20: 256 and 128 only)
+EFF_ROW, EFF_BLOCK = (0, 0, 0, 90), (0, 0, 0, 90)  # g_fp8_eff[0], [1] (session 22: 128 only)
+EFF_S20 = (110, 0, 0, 90)  # QC_FP8_BN_EFF=110,0,0,90: the defaults of sessions 20-21 (256 and 128)
 EFF_S19 = (110, 100, 0, 90)  # QC_FP8_BN_EFF=110,100,0,90: the row builds' weights of session 19 (192 in: 64-row boxes)
 EFF_OLD = (0, 100, 96, 90)  # QC_FP8_BN_EFF=100,96,90 (the three-width form: 256 off), the weights before session 19
 EFF_256 = (100, 0, 0, 0)  # QC_FP8_BN_EFF=100,0,0,0: 256 columns wherever allowed (the pair builds: 128)
@@ -82,6 +93,22 @@ SMEM_OPTIN = 232448  # sm_90's dynamic + static shared memory per block
 SMEM_STATIC = {0: 2 * 6 * 8 + 2 * 2 * WG_SW * 4 + 4 * 2 * 4, 1: 2 * 6 * 8 + 4 * 2 * 4, 2: 2 * 6 * 8 + 4 * 2 * 4}
 DYN0 = 0x0D00  # shared-window address of the dynamic smem (after the static arrays; any value works)
 
+SRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../plugins/fp8")
+with open(os.path.join(SRC_DIR, "cuda/wgmma.cu")) as _f:
+    KSRC = _f.read()
+with open(os.path.join(SRC_DIR, "fp8_kernels.c")) as _f:
+    HSRC = _f.read()
+# FP8_DBL_TURN's default, as the source has it (host_checks fails unless it is one of 2, 4, 8, 16); the cases that
+# pass turn= model other builds of it
+_turn = __import__("re").findall(r"#define FP8_DBL_TURN \(FP8_MODE == 2 \? (\d+) : (\d+)\)\n", KSRC)
+TURN_BLOCK, TURN_ROW = (int(_turn[0][0]), int(_turn[0][1])) if len(_turn) == 1 else (16, 8)
+FP8_DBL_TURN = None  # a case's default turn: its mode's (turn_of)
+
+
+def turn_of(mode):  # FP8_DBL_TURN's default in the build of FP8_MODE mode
+    return TURN_BLOCK if mode == 2 else TURN_ROW
+
+MODES = ("channel", "tensor", "block")
 COV = set()  # which paths of the kernel the cases took (checked against the list at the end of the case groups)
 TOL = 1e-5  # see check(): the model's own f32 roundings, not the tensor cores' (test_gpu_fp8.c's 2e-3 covers those)
 
@@ -91,8 +118,9 @@ def eff_of(mode):  # the default weights of a build: g_fp8_eff[block != 0]
     return EFF_BLOCK if mode == 2 else EFF_ROW
 
 
-def fp8_wgmma_plan(m, n, pair=False, eff=EFF_ROW):  # eff: g_fp8_eff[block] (QC_FP8_BN_EFF)
-    bns, sts = FP8_BNS, (4, 4, 4, 5)
+def fp8_wgmma_plan(m, n, pair=False, eff=EFF_ROW, st128=ST128_DEF, mut=()):
+    """eff: g_fp8_eff[block] (QC_FP8_BN_EFF); st128: g_fp8_st128 (QC_FP8_ST128); mut: the host's mutations"""
+    bns, sts = FP8_BNS, (4, 4, 4, 5 if 'host_sts5' in mut else st128)
     tm, best = cdiv(m, WG_BM) if m > 0 else 0, -1
     if pair:
         tm = (tm + 1) & ~1
@@ -106,17 +134,32 @@ def fp8_wgmma_plan(m, n, pair=False, eff=EFF_ROW):  # eff: g_fp8_eff[block] (QC_
         if score > best:
             best, pick = score, i
     bn, st = bns[pick], sts[pick]
-    # the ring, then the bf16 output's staging (not at 256): a row of BN * 2 + WG_STG_PAD bytes per row of the tile
-    smem = st * (WG_BM * WG_BK + bn * WG_BK) + (0 if bn == 256 else WG_BM * (bn * 2 + WG_STG_PAD)) + 1024
+    # the ring, then the bf16 output's staging (not at 256, nor at 128 with 6 stages): a row of BN * 2 + WG_STG_PAD
+    # bytes per row of the tile
+    staged = bn != 256 and not (bn == 128 and (st128 == 6 or 'host_nostg' in mut))
+    smem = st * (WG_BM * WG_BK + bn * WG_BK) + (WG_BM * (bn * 2 + WG_STG_PAD) if staged else 0) + 1024
     return bn, st, smem, tm * cdiv(n, bn) if n > 0 else 0
+
+
+def read_st128(env):
+    """fp8_kernels.c's read_st128: QC_FP8_ST128 (None: unset) -> (g_fp8_st128, the -D options it appends); strtol's
+    number (leading blanks, a sign) with nothing after it, 2..6, else ignored with a warning."""
+    import re
+    if env is None:
+        return ST128_DEF, []
+    mt = re.match(r"[ \t\n\v\f\r]*[+-]?\d+", env)
+    if not mt or mt.end() != len(env) or not 2 <= int(mt.group()) <= 6:
+        return ST128_DEF, []
+    v = int(mt.group())
+    return v, ["-DFP8_ST128=%d" % v, "-DFP8_STG128=%d" % (0 if v == 6 else 1)]
 
 
 def fp8_wgmma_splits(tiles, k):
     return qc_split_k_ways(tiles, cdiv(k, WG_BK) if k > 0 else 0, WG_SMS, 4, FP8_SPLIT_MAX)
 
 
-def wgmma_dims(m, n, k, pair=False, eff=EFF_ROW):  # wgmma_dims / wgmma_pair_dims
-    bn, st, smem, tiles = fp8_wgmma_plan(m, n, pair, eff)
+def wgmma_dims(m, n, k, pair=False, eff=EFF_ROW, st128=ST128_DEF):  # wgmma_dims / wgmma_pair_dims
+    bn, st, smem, tiles = fp8_wgmma_plan(m, n, pair, eff, st128)
     grid_x = min(tiles, WG_SMS)  # dims_1d (tiles < 65535 * 32 here; paired, tiles and WG_SMS are even)
     return grid_x, fp8_wgmma_splits(tiles, k), smem
 
@@ -158,9 +201,12 @@ def qc_wg_bn(m, n, pair=False, eff=EFF_ROW):  # eff: -DFP8_EFF256/192/160/128; p
     return pick
 
 
-def entry_bn(m, n, pair=False, eff=EFF_ROW):  # the entry's switch: case 256 only in the unpaired build, default 128
+def entry_bn(m, n, pair=False, eff=EFF_ROW):
+    """the entry's switch on qc_wg_bn: its cases compiled only for widths of weight > 0 (`#if FP8_CLUSTER == 1 &&
+    FP8_EFF256 > 0`, `#if FP8_EFF192 > 0`, `#if FP8_EFF160 > 0`), default 128"""
     bn = qc_wg_bn(m, n, pair, eff)
-    return bn if bn in (192, 160) or (bn == 256 and not pair) else 128
+    built = {256: not pair and eff[0] > 0, 192: eff[1] > 0, 160: eff[2] > 0}
+    return bn if built.get(bn, False) else 128
 
 
 def qc_desc_lo(addr):
@@ -347,7 +393,7 @@ class BulkCopy:
 # ---- the kernel -----------------------------------------------------------------------------------------------------------
 class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
     def __init__(self, D, grid_x, grid_y, ST=None, P=1, ahead=1, mut=frozenset(), pair=False, eff=None, bf16=False,
-                 dbl=1, wbox=None):
+                 dbl=1, wbox=None, st128=ST128_DEF, turn=FP8_DBL_TURN):
         self.D, self.mode, self.m, self.n, self.k = D, D.mode, D.m, D.n, D.k
         self.grid_x, self.grid_y, self.mut, self.pair = grid_x, grid_y, mut, pair
         self.bf16 = bf16  # the optional y.bf16 given: bf16 bits there, y left alone
@@ -363,9 +409,29 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
             raise ValueError("the pair builds run whole clusters of two: an even grid")
         self.work = True
         self.BN = entry_bn(self.m, self.n, pair, eff)  # the entry's switch on qc_wg_bn
-        self.ST = ST if ST is not None else FP8_ST[self.BN]
-        if not (2 <= self.ST <= FP8_ST[self.BN]):
+        # QC_FP8_ST128=N (st128; the host's g_fp8_st128) passes -DFP8_ST128=N -DFP8_STG128=(N == 6 ? 0 : 1); unset,
+        # FP8_STG128 0 and FP8_ST128 (FP8_STG128 ? 5 : 6) = 6, the host's default
+        g_st, opts = read_st128(None if st128 == ST128_DEF else str(st128))
+        if g_st != st128:
+            raise ValueError("QC_FP8_ST128=%s is ignored by the host (2..6)" % st128)
+        self.stg128 = "-DFP8_STG128=1" in opts  # FP8_STG128 (default 0)
+        BN_ = self.BN
+        # FP8_ST128: the host's N, else its default (FP8_STG128 ? 5 : 6); the #error's bound the same
+        st128_dev = int(opts[0].split("=")[1]) if opts else ST128_STAGED if self.stg128 else 6
+        st_max = (ST128_STAGED if self.stg128 else 6) if BN_ == 128 else FP8_ST[BN_]
+        self.ST = ST if ST is not None else st128_dev if BN_ == 128 else FP8_ST[BN_]  # ST: -DFP8_ST<BN> (WGMMA_OPTS)
+        if not (2 <= self.ST <= st_max):
             raise ValueError("FP8_ST*: 2 up to the stages the host sizes shared memory for")
+        turn = turn_of(D.mode) if turn is None else turn
+        if turn not in (2, 4, 8, 16):
+            raise ValueError("FP8_DBL_TURN: 2, 4, 8 or 16 (wgmma.cu's #error)")
+        self.turn = turn  # FP8_DBL_TURN
+        # constexpr bool STG (bf16 rows staged in shared memory: FP8_STAGED_OUT, not at 256, nor at 128 without
+        # FP8_STG128) and XCHG (8-byte exchanged stores: FP8_CLUSTER 1; at 128 without FP8_STG128, in every mode; at
+        # 256 except in the tensor mode)
+        self.STG = not pair and BN_ != 256 and (BN_ != 128 or self.stg128) or \
+            ('stage256' in mut and BN_ == 256) or ('stage128' in mut and BN_ == 128 and not pair)
+        self.XCHG = not pair and ((not self.stg128) if BN_ == 128 else BN_ == 256 and self.mode != 1)
         self.P = 1 if self.mode == 2 else P  # FP8_P
         if eff[0] > 0 and self.P > 1:
             raise ValueError("FP8_PROMOTE > 1 needs FP8_EFF256=0 (wgmma.cu's #error)")
@@ -384,7 +450,7 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
         self.wk = np.full((FP8_WORK_BYTES_96 if 'work96' in mut else FP8_WORK_BYTES) // 4, np.nan, f32)
         self.yb = np.full(self.m * self.n, 0x7FC1, np.uint16)  # y.bf16, NaN-poisoned
         self.copies, self.bulk, self.errors, self.blocks, self.ready = [], [], [], [], []
-        self.smem_bytes = fp8_wgmma_plan(self.m, self.n, pair, eff)[2]
+        self.smem_bytes = fp8_wgmma_plan(self.m, self.n, pair, eff, st128, mut)[2]
         self.stage_cache = {}
 
     def tile_of(self, t):  # qc_wg_tile_of
@@ -689,14 +755,65 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
                     if kt < kt_e:
                         sc[:] = [self.rd(D.xs, xs0 + kt, "xs"), self.rd(D.xs, xs1 + kt, "xs"),
                                  self.rd(D.ws, wsa + kt, "ws"), self.rd(D.ws, wsb + kt, "ws")]
-            if self.dbl:  # if constexpr (DBL): stages in pairs, kt into acc, kt + 1 into acc1
+            if self.dbl:  # if constexpr (DBL): turns of FP8_DBL_TURN stages, then pairs (kt: acc, kt + 1: acc1)
                 nst = kt_e - kt_b
                 COV.add("DBL: an empty K range" if nst == 0 else "DBL: a one-stage K range" if nst == 1 else
                         "DBL: a K range of %s stages" % ("an odd number of" if nst % 2 else "an even number of"))
                 if nsp > 1:
                     COV.add("DBL: split-K")
+                TURN = self.turn
+                if TURN == 2:
+                    COV.add("DBL: pairs only (FP8_DBL_TURN 2)")
+                elif 2 <= nst < TURN:
+                    COV.add("DBL: a K range shorter than a turn (pairs only)")
                 kt = kb if 'shadow' in mut and mode == 2 else kt_b
+                turns = 0
                 while kt < kt_e:
+                    # #if FP8_DBL_TURN > 2: TURN stages a turn while as many are left, acc and acc1 alternating with
+                    # one group in flight but at the turn's end
+                    if TURN > 2 and kt + TURN <= kt_e:
+                        junk = np.full(128, np.nan, f32)  # float pq[2][2]: not yet written (a read shows as NaN)
+                        sl, pq = [None, None], [[junk, junk], [junk, junk]]
+                        COV.add("DBL: a turn of %d stages" % TURN)
+                        if turns:
+                            COV.add("DBL: turns back to back")
+                        if nsp > 1:
+                            COV.add("DBL: a turn in a split-K range")
+                        for q in range(TURN):
+                            a, prev = ('acc1', 'acc') if q & 1 else ('acc', 'acc1')
+                            if mode == 2:
+                                kq = kt + (0 if 'turn_scale' in mut else q)
+                                qx0, qx1, qw = self.rd(D.xs, xs0 + kq, "xs"), self.rd(D.xs, xs1 + kq, "xs"), \
+                                    self.rd(D.ws, wsa + kq, "ws")
+                                COV.add("DBL: block scales in a turn")
+                            if q > 0 or kt > kt_b or (not issued and 'issued' not in mut) or 'turn_pre' in mut:
+                                yield from issue_to(a, st_['s'], True, 0, expect_of(t, kt + q))
+                            elif issued:
+                                COV.add("DBL: a turn's first stage pre-issued")
+                            sl[q & 1] = st_['s']
+                            advance()
+                            if st_['s'] == 0:
+                                COV.add("DBL: ring wrap inside a turn (ST %d)" % ST if q < TURN - 1 else
+                                        "DBL: ring wrap at a turn's end (ST %d)" % ST)
+                            if q > 0:
+                                self.wg_wait(B, R, 1, who)
+                                yield None
+                                pp = pq[q & 1] if 'turn_pq' in mut else pq[(q - 1) & 1]
+                                yield from retire(prev, sl[q & 1] if 'turn_slot' in mut else sl[(q - 1) & 1],
+                                                  pp[0], pp[1])
+                            if mode == 2:  # the scale products of stage q, after its issue (and q - 1's retire)
+                                pq[q & 1] = [qx0 * qw, qx1 * qw]  # f32, the scale product first
+                            else:
+                                pq[q & 1] = [None, None]
+                        self.wg_wait(B, R, 1 if 'turn_wait1' in mut else 0, who)
+                        yield None
+                        yield from retire('acc' if 'turn_acc' in mut else 'acc1', sl[1], pq[1][0], pq[1][1])
+                        turns += 1
+                        kt += TURN - (1 if 'turn_step' in mut else 2)  # and 2 more at the loop's end
+                        kt += 2
+                        if kt < kt_e and kt + TURN > kt_e:
+                            COV.add("DBL: a turn, then a lone stage" if kt + 1 == kt_e else "DBL: a turn, then pairs")
+                        continue
                     two = kt + 1 < kt_e
                     if mode == 2:  # loaded before the issue, used after the waits
                         xa0, xa1, wa = self.rd(D.xs, xs0 + kt, "xs"), self.rd(D.xs, xs1 + kt, "xs"), \
@@ -821,8 +938,8 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
                     yield from issue(st_['s'], 'pre_first' not in mut, h, expect_of(t + self.grid_x, kt_b))
             cb = tn * BN + 2 * (LANE & 3)
             y0, y1 = r0 * n, r1 * n
-            # bf16 rows through shared memory (not at 256: no room beside the ring; not in the pair builds)
-            staged = not self.pair and (BN != 256 or 'stage256' in mut) and self.bf16 and not (n & 7)
+            # bf16 rows through shared memory (STG: not at 256, nor at 128 without FP8_STG128; not in the pair builds)
+            staged = self.STG and self.bf16 and not (n & 7)
             if staged and 'bulk_read' not in mut:
                 yield ('n', B.bulk[c])  # the previous tile's copies out of these rows have read them
             store = True
@@ -854,8 +971,9 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
             cn = cb[:, None] + 8 * j
             ok = store & (cn < (n + 1 if 'mask' in mut else n))
             r0c, r1c = r0[:, None], r1[:, None]
-            # bf16 rows straight from the registers as 8-byte stores (BN 256, channel and block modes, n % 16 == 0)
-            xchg = not self.pair and mode != 1 and BN == 256 and not (n & 15)
+            # bf16 rows straight from the registers as 8-byte stores (XCHG: BN 128 without FP8_STG128, BN 256 but in
+            # the tensor mode; n % 16 == 0)
+            xchg = self.XCHG and not (n & 15)
             if mode == 2:
                 v00, v01, v10, v11 = tot[:, 4 * j[0]], tot[:, 4 * j[0] + 1], tot[:, 4 * j[0] + 2], tot[:, 4 * j[0] + 3]
             else:
@@ -889,12 +1007,14 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
                                     (who, int(a[msk][a[msk] % 4 != 0][0])))
                     for q in range(4):  # the u64's four bf16 words, lowest address first
                         self.store_b16(a + q, ((w >> (16 * q)) & 0xFFFF).astype(np.uint16), msk)
-                COV.add("bf16 rows from the registers (BN 256, 8-byte pairs)")
+                COV.add("bf16 rows from the registers (BN %d, 8-byte pairs, %s)" % (BN, MODES[mode]) +
+                        (", a partial tile" if n - tn * BN < BN else ""))
             elif self.bf16:  # bf16 straight from the registers: a u32 store, column cn in its low half
                 for yr, rc, va, vb in ((y0, r0c, v00, v01), (y1, r1c, v10, v11)):
                     self.store_b16(yr[:, None] + cn, bf16_bits(va), ok & (rc < m))
                     self.store_b16(yr[:, None] + cn + 1, bf16_bits(vb), ok & (rc < m))
-                COV.add("bf16 rows from the registers (%s)" % ("pair" if self.pair else "BN %d" % BN))
+                COV.add("bf16 rows from the registers (%s)" % ("pair" if self.pair else "BN %d%s" % (
+                    BN, ", n % 16 != 0" if self.XCHG and n & 15 else ", n % 8 != 0" if self.STG else "")))
             else:
                 self.store(y0[:, None] + cn, v00, ok & (r0c < m))
                 self.store(y0[:, None] + cn + 1, v01, ok & (r0c < m))
@@ -916,7 +1036,7 @@ class Launch(rp.LaunchBase):  # rd, err: LaunchBase's
         if R['groups'] or R['open'] is not None:
             self.err("%s exits with a wgmma group in flight" % who)
         # the last bf16 rows are written before the block (and its shared memory) goes
-        if not self.pair and (BN != 256 or 'stage256' in mut) and self.bf16 and not (n & 7) and 'bulk_exit' not in mut:
+        if self.STG and self.bf16 and not (n & 7) and 'bulk_exit' not in mut:
             yield ('n', B.bulk[c])
         if self.pair and 'no_csync' not in mut:
             yield from self.cluster_sync(B, who)
@@ -1013,19 +1133,20 @@ def check(L):
 
 
 def run_case(mode, m, n, k, grid_x=None, grid_y=None, ST=None, P=1, ahead=1, mut=frozenset(), policies=POLICIES,
-             seed=0, D=None, pair=False, eff=None, bf16=False, dbl=1, wbox=None):
+             seed=0, D=None, pair=False, eff=None, bf16=False, dbl=1, wbox=None, st128=ST128_DEF, turn=FP8_DBL_TURN):
     """One problem under several interleavings: (errors, description, worst |d|/S).  eff: the plan's weights
     (QC_FP8_BN_EFF, host and device; None: each build's g_fp8_eff); bf16: a y.bf16 output given; dbl: FP8_DBL128;
-    wbox: QC_FP8_WBOX (W's box rows, host map and device, where choose_wbox takes it)."""
+    wbox: QC_FP8_WBOX (W's box rows, host map and device, where choose_wbox takes it); st128: QC_FP8_ST128 (host and
+    device: 2..5 stage the 128-column tiles' bf16 rows); turn: FP8_DBL_TURN."""
     eff_env, eff = eff, eff or eff_of(mode)
-    hx, hy, _ = wgmma_dims(m, n, k, pair, eff)
+    hx, hy, _ = wgmma_dims(m, n, k, pair, eff, st128)
     gx, gy = grid_x or hx, grid_y or hy
     D = D or Data(mode, m, n, k, seed)
     worst, last = 0.0, None
 
     def launch():
         nonlocal last
-        last = Launch(D, gx, gy, ST, P, ahead, mut, pair, eff_env, bf16, dbl, wbox)
+        last = Launch(D, gx, gy, ST, P, ahead, mut, pair, eff_env, bf16, dbl, wbox, st128, turn)
         return last
 
     def checked(L):  # check's errors, keeping the worst |d|/S
@@ -1034,10 +1155,11 @@ def run_case(mode, m, n, k, grid_x=None, grid_y=None, ST=None, P=1, ahead=1, mut
         worst = max(worst, w)
         return e
     errs = rp.replay(policies, seed, launch, simulate, checked, " (the split sum's order moved?)")
-    desc = "%-7s m=%4d n=%5d k=%4d BN %d ST %d P %d%s%s%s%s%s box %d grid %dx%d" % (
-        ["channel", "tensor", "block"][mode], m, n, k, last.BN, last.ST, last.P, "" if ahead else " ahead 0",
+    desc = "%-7s m=%4d n=%5d k=%4d BN %d ST %d P %d%s%s%s%s%s%s box %d grid %dx%d" % (
+        MODES[mode], m, n, k, last.BN, last.ST, last.P, "" if ahead else " ahead 0",
         " pair" if pair else "", "" if eff == eff_of(mode) else " eff %s" % ",".join(map(str, eff)),
-        " bf16" if bf16 else "", " DBL" if last.dbl else "", last.R, gx, gy)
+        " bf16" if bf16 else "", " STG128" if last.stg128 else "",
+        " DBL turn %d" % last.turn if last.dbl else "", last.R, gx, gy)
     return errs, desc, worst
 
 
@@ -1045,18 +1167,13 @@ def run_case(mode, m, n, k, grid_x=None, grid_y=None, ST=None, P=1, ahead=1, mut
 T = rp.Tally("test_fp8_wgmma_emu", VERBOSE)
 report = T.report
 
-
-SRC_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../plugins/fp8")
-with open(os.path.join(SRC_DIR, "cuda/wgmma.cu")) as _f:
-    KSRC = _f.read()
-with open(os.path.join(SRC_DIR, "fp8_kernels.c")) as _f:
-    HSRC = _f.read()
 # weights the checks try (QC_FP8_BN_EFF): the default, the old three-width form, 256 only, 128 only, 160 only, all
 # four, lopsided ones
-EFFS = (EFF_ROW, EFF_S19, EFF_OLD, EFF_256, (0, 0, 0, 1), (0, 0, 1, 0), (100, 100, 96, 90), (1000, 1, 1, 1),
+EFFS = (EFF_ROW, EFF_S20, EFF_S19, EFF_OLD, EFF_256, (0, 0, 0, 1), (0, 0, 1, 0), (100, 100, 96, 90), (1000, 1, 1, 1),
         (50, 100, 0, 90), (0, 100, 0, 0))
-# FP8_DBL128's K loop (wgmma.cu, `if constexpr (DBL)`), in source order: retire, next_slot, then the loop over pairs
-# of stages.  The emulator's consumer transcribes these; each must follow the one before it.
+# FP8_DBL128's K loop (wgmma.cu, `if constexpr (DBL)`), in source order: retire, next_slot, then the loop: a turn of
+# FP8_DBL_TURN stages while as many are left, else a pair of stages.  The emulator's consumer transcribes these; each
+# must follow the one before it.
 DBL_SEQ = (
     "auto retire = [&](float *a, int slot, float ps0, float ps1) {",
     "if (lane == 0) qc_mbar_arrive(empty + 8 * slot);",
@@ -1065,6 +1182,29 @@ DBL_SEQ = (
     "auto next_slot = [&]() {",
     "if (++s == ST) { s = 0; ph ^= 1u; }",
     "for (int kt = kt_b; kt < kt_e; kt += 2) {",
+    "#if FP8_DBL_TURN > 2",
+    "if (kt + FP8_DBL_TURN <= kt_e) {",
+    "int sl[2];",
+    "float pq[2][2];",
+    "for (int q = 0; q < FP8_DBL_TURN; q++) {",
+    "float *a = (q & 1) ? acc1 : acc, *prev = (q & 1) ? acc : acc1;",
+    "#if FP8_MODE == 2",
+    "const float qx0 = xs0[kt + q], qx1 = xs1[kt + q], qw = wsa[kt + q];",
+    "if (q > 0 || kt > kt_b || !issued) issue_to(a, s, true, 0);",
+    "sl[q & 1] = s;",
+    "next_slot();",
+    "if (q > 0) {",
+    "qc_wg_wait<1>();",
+    "retire(prev, sl[(q - 1) & 1], pq[(q - 1) & 1][0], pq[(q - 1) & 1][1]);",
+    "}\n#if FP8_MODE == 2",
+    "pq[q & 1][0] = qx0 * qw, pq[q & 1][1] = qx1 * qw;",
+    "#else",
+    "pq[q & 1][0] = pq[q & 1][1] = 0.f;",
+    "#endif\n                        }",
+    "qc_wg_wait<0>();",
+    "retire(acc1, sl[1], pq[1][0], pq[1][1]);",
+    "kt += FP8_DBL_TURN - 2; /* and 2 more at the loop's end */",
+    "continue;\n                    }\n#endif",
     "const bool two = kt + 1 < kt_e;",
     "const float xa0 = xs0[kt], xa1 = xs1[kt], wa = wsa[kt];",
     "const float xb0 = two ? xs0[kt + 1] : 0.f, xb1 = two ? xs1[kt + 1] : 0.f, wb = two ? wsa[kt + 1] : 0.f;",
@@ -1086,8 +1226,14 @@ DBL_SEQ = (
     "} else\n            for (int kt = kt_b; kt < kt_e; kt++) {")
 
 
-def smem_plan(bn):  # fp8_wgmma_plan's shared memory for width bn
-    return FP8_ST[bn] * (WG_BM * WG_BK + bn * WG_BK) + (0 if bn == 256 else WG_BM * (bn * 2 + WG_STG_PAD)) + 1024
+def smem_plan(bn, st128=ST128_DEF):  # fp8_wgmma_plan's shared memory for width bn
+    st = st128 if bn == 128 else FP8_ST[bn]
+    staged = bn != 256 and not (bn == 128 and st128 == 6)
+    return st * (WG_BM * WG_BK + bn * WG_BK) + (WG_BM * (bn * 2 + WG_STG_PAD) if staged else 0) + 1024
+
+
+def smem_device(bn, st, stg):  # what qc_fp8_gemm addresses: the base rounded up to 1 KiB, the ring, the staging
+    return 1023 + st * (WG_A_BYTES + bn * WG_BK) + (WG_BM * (bn * 2 + WG_STG_PAD) if stg else 0)
 
 
 def host_checks():
@@ -1097,7 +1243,22 @@ def host_checks():
     keff = {}  # FP8_EFF<bn> per FP8_MODE: "V" or "(FP8_MODE == 2 ? B : R)"
     for bn, v, b, r in re.findall(r"#define FP8_EFF(\d+) (?:(\d+)|\(FP8_MODE == 2 \? (\d+) : (\d+)\))\n", KSRC):
         keff[int(bn)] = (int(v),) * 3 if v else (int(r), int(r), int(b))
-    kst = {int(a): int(b) for a, b in re.findall(r"#define FP8_ST(\d+) (\d+)", KSRC)}
+    kst = {int(a): int(b) for a, b in re.findall(r"#define FP8_ST(\d+) (\d+)\n", KSRC)}
+    # FP8_ST128 = (FP8_STG128 ? S : U), FP8_STG128's default: the emulator's 128-column ring (6 unstaged, 5 staged)
+    k128 = re.findall(r"#define FP8_ST128 \(FP8_STG128 \? (\d+) : (\d+)\)\n", KSRC)
+    kstg = re.findall(r"#define FP8_STG128 (\d+)\n", KSRC)
+    if len(k128) == 1 and kstg in (["0"], ["1"]):
+        kst[128] = int(k128[0][0] if kstg[0] == "1" else k128[0][1])
+        if (int(k128[0][0]), int(k128[0][1]), kstg[0]) != (ST128_STAGED, 6, "0"):
+            probs.append("wgmma.cu's FP8_ST128 (FP8_STG128 ? %s : %s), FP8_STG128 %s (the emulator: 5, 6, 0)" %
+                         (k128[0] + (kstg[0],)))
+    kturn = re.findall(r"#define FP8_DBL_TURN \(FP8_MODE == 2 \? (\d+) : (\d+)\)\n", KSRC)
+    if kturn != [(str(TURN_BLOCK), str(TURN_ROW))] or TURN_BLOCK not in (2, 4, 8, 16) or TURN_ROW not in (2, 4, 8, 16):
+        probs.append("wgmma.cu's FP8_DBL_TURN %s (the emulator's default turns: block %d, row %d)" %
+                     (kturn, TURN_BLOCK, TURN_ROW))
+    hst = re.findall(r"static int g_fp8_st128 = (\d+);", HSRC)
+    if hst != [str(ST128_DEF)]:
+        probs.append("fp8_kernels.c's g_fp8_st128 %s (the emulator: %d)" % (hst, ST128_DEF))
     heff = re.search(r"static int g_fp8_eff\[2\]\[4\] = \{\{([\d, ]+)\}, \{([\d, ]+)\}\};", HSRC)
     if keff != {bn: tuple(eff_of(md)[i] for md in range(3)) for i, bn in enumerate(FP8_BNS)} or kst != FP8_ST:
         probs.append("wgmma.cu's FP8_EFF* %s / FP8_ST* %s" % (keff, kst))
@@ -1122,13 +1283,23 @@ def host_checks():
             break
         at += len(line)
     for src, name, anchor in (
-            (HSRC, "fp8_kernels.c", "bns[4] = {256, 192, 160, 128}, sts[4] = {4, 4, 4, 5}; /* 160: 4, see FP8_ST160 */"),
+            (HSRC, "fp8_kernels.c", "static const int bns[4] = {256, 192, 160, 128};"),
+            (HSRC, "fp8_kernels.c", "const int sts[4] = {4, 4, 4, g_fp8_st128}; /* 160: 4, see FP8_ST160 */"),
+            (HSRC, "fp8_kernels.c", "static int g_fp8_st128 = 6;"),
+            (HSRC, "fp8_kernels.c", "if (end == e || *end || v < 2 || v > 6) {"),
+            (HSRC, "fp8_kernels.c", "long v = strtol(e, &end, 10);"),
+            (HSRC, "fp8_kernels.c", "g_fp8_st128 = (int)v;"),
+            (HSRC, "fp8_kernels.c", "QC_ENV_OPT_LEN, \"-DFP8_ST128=%d\", g_fp8_st128);"),
+            (HSRC, "fp8_kernels.c", "QC_ENV_OPT_LEN, \"-DFP8_STG128=%d\", v == 6 ? 0 : 1);"),
+            (HSRC, "fp8_kernels.c", "read_bn_eff();\n    choose_wbox();\n    read_st128();"),
+            (HSRC, "fp8_kernels.c", "#define X_HOST_OPTS 7 /*"),
             (HSRC, "fp8_kernels.c", "if (eff[i] <= 0 || (paired && bns[i] == 256)) continue;"),
             (HSRC, "fp8_kernels.c", "const int *eff = g_fp8_eff[block != 0];"),
             (HSRC, "fp8_kernels.c", "FN(block_wg_ref), wgmma_block_dims,"),
             (HSRC, "fp8_kernels.c", "FN(block_wg_ref), wgmma_pair_block_dims,"),
             (HSRC, "fp8_kernels.c", "g_fp8_eff[0][i] = g_fp8_eff[1][i] = v[i];"),
-            (HSRC, "fp8_kernels.c", "(bns[pick] == 256 ? 0u : (uint32_t)WG_BM * ((uint32_t)bns[pick] * 2 + WG_STG_PAD))"),
+            (HSRC, "fp8_kernels.c", "const int staged = bns[pick] != 256 && !(bns[pick] == 128 && g_fp8_st128 == 6);"),
+            (HSRC, "fp8_kernels.c", "(staged ? (uint32_t)WG_BM * ((uint32_t)bns[pick] * 2 + WG_STG_PAD) : 0u)"),
             (HSRC, "fp8_kernels.c", "#define FP8_WORK_BYTES (2048ull + (uint64_t)WG_SMS * 2 * 128 * 128 * 4)"),
             (KSRC, "wgmma.cu", "#define WG_SW 256"),
             (KSRC, "wgmma.cu", "eff[4] = {FP8_CLUSTER == 2 ? 0 : FP8_EFF256, FP8_EFF192"),
@@ -1142,15 +1313,27 @@ def host_checks():
             (KSRC, "wgmma.cu", "for (int i = 0; i < BNW / 2; i++) tot[h * (BNW / 2) + i] += acc[i];"),
             (KSRC, "wgmma.cu", "if (issued) issue(s, true, 0);"),
             (KSRC, "wgmma.cu", "constexpr long long SLOT = 128 * (BN / 2);"),
-            (KSRC, "wgmma.cu", "const bool staged = FP8_STAGED_OUT && BN != 256 && yb && !(n & 7);"),
-            (KSRC, "wgmma.cu", "if (FP8_STAGED_OUT && BN != 256 && yb && !(n & 7) && (tid & 31) < 16)"),
+            (KSRC, "wgmma.cu", "#define FP8_ST128 (FP8_STG128 ? 5 : 6)"),
+            (KSRC, "wgmma.cu", "#define FP8_STG128 0"),
+            (KSRC, "wgmma.cu", "FP8_ST128 > (FP8_STG128 ? 5 : 6) ||"),
+            (KSRC, "wgmma.cu", "#if FP8_DBL_TURN != 2 && FP8_DBL_TURN != 4 && FP8_DBL_TURN != 8 && FP8_DBL_TURN != 16"),
+            (KSRC, "wgmma.cu", "__shared__ __align__(8) unsigned long long bars[2 * 6];"),
+            (KSRC, "wgmma.cu", "constexpr bool STG = FP8_STAGED_OUT && BN != 256 && (BN != 128 || FP8_STG128);"),
+            (KSRC, "wgmma.cu", "const bool staged = STG && yb && !(n & 7);"),
+            (KSRC, "wgmma.cu", "if (STG && yb && !(n & 7) && (tid & 31) < 16)"),
             (KSRC, "wgmma.cu", "#if FP8_EFF256 > 0 && FP8_P > 1"),
-            (KSRC, "wgmma.cu", "const bool xchg = FP8_CLUSTER == 1 && FP8_MODE != 1 && BN == 256 && !(n & 15);"),
+            (KSRC, "wgmma.cu", "constexpr bool XCHG = FP8_CLUSTER == 1 && (BN == 128 ? !FP8_STG128 : BN == 256 && FP8_MODE != 1);"),
+            (KSRC, "wgmma.cu", "if constexpr (STG) epi_of(QcTag<0>{});"),
+            (KSRC, "wgmma.cu", "} else if (yb && xchg) {\n                    if constexpr (XCHG) epi_of(QcTag<1>{});"),
+            (KSRC, "wgmma.cu", "const bool xchg = XCHG && !(n & 15);"),
             (KSRC, "wgmma.cu", "const u32 x0 = __shfl_xor_sync(0xffffffffu, odd ? ev0 : p0, 1);"),
             (KSRC, "wgmma.cu", "const long long cs = odd ? cn - 2 : cn - 8;"),
             (KSRC, "wgmma.cu", "*(u64 *)(yb + r0 * n + cs) = odd ? (u64)x0 | (u64)p0 << 32 : (u64)ev0 | (u64)x0 << 32;"),
             (KSRC, "wgmma.cu", "} else {\n                                ev0 = p0, ev1 = p1;"),
-            (KSRC, "wgmma.cu", "case 256: qc_fp8_gemm<256, FP8_ST256>"),
+            (KSRC, "wgmma.cu", "#if FP8_CLUSTER == 1 && FP8_EFF256 > 0\n    case 256: qc_fp8_gemm<256, FP8_ST256>"),
+            (KSRC, "wgmma.cu", "#if FP8_EFF192 > 0\n    case 192: qc_fp8_gemm<192, FP8_ST192>"),
+            (KSRC, "wgmma.cu", "#if FP8_EFF160 > 0\n    case 160: qc_fp8_gemm<160, FP8_ST160>"),
+            (KSRC, "wgmma.cu", "default: qc_fp8_gemm<128, FP8_ST128>"),
             (KSRC, "wgmma.cu", "constexpr bool DBL = FP8_DBL128 && BN == 128 && FP8_P == 1 && FP8_CLUSTER == 1;"),
             (KSRC, "wgmma.cu", "auto issue = [&](int st_, bool first, int h) { issue_to(acc, st_, first, h); };"),
             (KSRC, "wgmma.cu", "qc_wgmma<BNW>(a, qc_desc_of(la + 2 * kk), qc_desc_of(lb + 2 * kk), kk > 0 || !first);"),
@@ -1191,11 +1374,11 @@ def host_checks():
                 widths.setdefault(eff, set()).add(bh)
     for block, eff in ((False, EFF_ROW), (True, EFF_BLOCK)):  # each build's defaults, g_fp8_eff[block]
         taken |= {(block, bn) for bn in widths[eff]}
-    want_taken = {(False, 256), (False, 128), (True, 256), (True, 128)}
+    want_taken = {(False, 128), (True, 128)}
     report(not probs and not zero and taken == want_taken,
-           "qc_wg_bn (device) equals fp8_wgmma_plan (host), weight-0 widths never taken: %s" %
+           "qc_wg_bn (device) equals fp8_wgmma_plan (host), weight-0 widths never taken (nor compiled): %s" %
            (probs[:2] or zero[:2] or ("default weights take %s" % sorted(taken) if taken != want_taken else
-                                      "%d weight sets over m 1..16384, n 16..28672 (defaults: every build 256, 128)"
+                                      "%d weight sets over m 1..16384, n 16..28672 (defaults: every build 128 only)"
                                       % len(EFFS))))
     probs = []  # the pair builds: the same with row tiles in pairs, never 256; whole clusters; the split rule on pairs
     for eff in EFFS:
@@ -1247,7 +1430,7 @@ def host_checks():
            ("; ".join(known[:2]) or "none of %d" % (len(EFFS) + 1)))
     # the launch the host plans: shared memory, workspace, split K ranges (each build's default weights, and 256 forced)
     probs, old96 = [], []
-    for mode, eff in ((0, EFF_ROW), (1, EFF_ROW), (2, EFF_BLOCK), (0, EFF_256), (2, EFF_256)):
+    for mode, eff in ((0, EFF_ROW), (1, EFF_ROW), (2, EFF_BLOCK), (0, EFF_256), (2, EFF_256), (0, EFF_S20)):
         for m in (17, 64, 100, 129, 256, 300, 512, 700, 1024, 2048, 4096, 8192):
             for n in (16, 144, 400, 608, 1040, 2048, 4096, 6144, 8448, 14336, 28672):
                 for k in (16, 112, 400, 512, 1040, 2048, 4096, 14336):
@@ -1271,17 +1454,51 @@ def host_checks():
     report(not probs and old96, "wgmma_dims: shared memory fits, splits only on one tile a block with non-empty K "
            "ranges, workspace holds the slots (which slots of 96 sums would not: %s): %s" %
            (old96[:1] or "none found", probs[:3] or "m x n x k sweep, default weights and 256 forced"))
-    # every width's plan fits the opt-in shared memory beside the static arrays (sws grew to 256 scales a buffer)
+    # every width's plan fits the opt-in shared memory beside the static arrays (sws grew to 256 scales a buffer);
+    # 128 columns under every QC_FP8_ST128 (2..6) too
     probs, known = [], []
     for mode in range(3):
-        for bn in FP8_BNS:
-            need = smem_plan(bn) + SMEM_STATIC[mode]
+        for bn, st128 in [(bn, ST128_DEF) for bn in FP8_BNS] + [(128, v) for v in range(2, 6)]:
+            need = smem_plan(bn, st128) + SMEM_STATIC[mode]
             if need > SMEM_OPTIN:
                 (probs if eff_of(mode)[FP8_BNS.index(bn)] > 0 else known).append(
-                    "%s BN %d: %d + %d static = %d bytes > %d" % (["channel", "tensor", "block"][mode], bn, smem_plan(bn),
-                                                                  SMEM_STATIC[mode], need, SMEM_OPTIN))
+                    "%s BN %d (ST128 %d): %d + %d static = %d bytes > %d" % (
+                        MODES[mode], bn, st128, smem_plan(bn, st128), SMEM_STATIC[mode], need, SMEM_OPTIN))
     report(not probs, "each default-weighted width's shared memory fits beside the static arrays: %s" %
-           (probs[:2] or "every build"))
+           (probs[:2] or "every build, 128 columns with 2..6 stages"))
+    # QC_FP8_ST128 (read_st128): the host's stages and staging and the device's FP8_ST128 / FP8_STG128 agree for
+    # every value it takes; the device's #error passes; what the device addresses fits what the host sizes; the
+    # ring's stages fit the entry's bars[2 * 6]; the host's extra options fit X_HOST_OPTS
+    probs = []
+    for env in (None, "6", "5", "4", "3", "2", " 5", "+4", "1", "7", "0", "-5", "5x", "", "5 ", "six"):
+        g, opts = read_st128(env)
+        want = int(env) if env is not None and env.strip().lstrip("+").isdigit() and env == env.rstrip() and \
+            2 <= int(env) <= 6 else ST128_DEF
+        stg = "-DFP8_STG128=1" in opts  # the device's FP8_STG128 (default 0)
+        dev_st = int(opts[0].split("=")[1]) if opts else (ST128_STAGED if stg else 6)  # FP8_ST128
+        bn, st, smem, _ = fp8_wgmma_plan(1024, 1024, False, EFF_ROW, g)
+        tag = "QC_FP8_ST128=%r" % env
+        if g != want or (opts and opts[0] != "-DFP8_ST128=%d" % g):
+            probs.append("%s: g_fp8_st128 %d, options %s" % (tag, g, opts))
+        if bn != 128 or st != dev_st:
+            probs.append("%s: the host plans %d stages of %d, the device rings %d" % (tag, st, bn, dev_st))
+        if dev_st > (ST128_STAGED if stg else 6) or dev_st < 2:
+            probs.append("%s: FP8_ST128 %d, FP8_STG128 %d: wgmma.cu's #error" % (tag, dev_st, stg))
+        if (smem != smem_plan(128, g)) or (stg != (g != 6)) or smem_device(128, dev_st, stg) > smem:
+            probs.append("%s: the device addresses %d bytes (staged %d), the host sizes %d" %
+                         (tag, smem_device(128, dev_st, stg), stg, smem))
+    if max(list(FP8_ST.values()) + [ST128_STAGED]) > 6:
+        probs.append("a ring of more than the 6 stages of bars[2 * 6]")
+    if 4 + 1 + 2 != int((re.findall(r"#define X_HOST_OPTS (\d+)", HSRC) or ["0"])[0]):
+        probs.append("X_HOST_OPTS is not QC_FP8_BN_EFF's 4 + choose_wbox's 1 + QC_FP8_ST128's 2")
+    report(not probs, "QC_FP8_ST128: host stages and staging = the device's FP8_ST128 / FP8_STG128, which build and "
+           "fit: %s" % (probs[:2] or "2..6 and ignored values"))
+    # QC_FP8_WGMMA_OPTS=-DFP8_STG128=1 alone would build a 5-stage ring with staging while the host sizes 6 stages
+    # without (more than the host sizes): read_extra_opts drops any -DFP8_STG128 from the list, with a warning
+    over = smem_device(128, ST128_STAGED, True) - smem_plan(128, ST128_DEF)
+    drop = 'strncmp(g_xbuf[family][i], "-DFP8_STG128", 12)' in HSRC and "g_xn[family]--, i--;" in HSRC
+    report(over <= 0 or drop, "QC_FP8_WGMMA_OPTS=-DFP8_STG128 (would need %d bytes more than the host sizes) is "
+           "dropped by the host's read_extra_opts" % over)
     if known:  # reported, not fixed here: a width only QC_FP8_BN_EFF enables
         print("test_fp8_wgmma_emu: NOTE (known, not counted): QC_FP8_BN_EFF enabling it plans a launch over the "
               "opt-in shared memory: %s" % "; ".join(known))
@@ -1328,10 +1545,11 @@ host_checks()
 print("test_fp8_wgmma_emu: host rules: %d checks, %d failed" % (T.passed + T.failed, T.failed))
 
 # (mode, m, n, k[, options]): grid and split from wgmma_dims unless grid_x / grid_y are given; eff: QC_FP8_BN_EFF
-# (host and device), bf16: a y.bf16 output, dbl: FP8_DBL128, wbox: QC_FP8_WBOX.  One wave of tiles (up to 132) always
-# takes BN 128 (qc_wg_bn scores useful columns per wave time), so 256 is never split under the default weights; 256
-# comes with more than ~105 tiles of 128; 192 and 160 only with QC_FP8_BN_EFF (EFF_S19: session 19's row weights, 192
-# in; EFF_OLD: the weights before 256, "100,96,90"), which also takes W's boxes down to 64 and 32 rows.
+# (host and device), bf16: a y.bf16 output, dbl: FP8_DBL128, wbox: QC_FP8_WBOX, st128: QC_FP8_ST128 (2..5: the
+# 128-column tiles' bf16 rows staged), turn: FP8_DBL_TURN.  The default weights take 128 columns only; 256, 192 and 160
+# only with QC_FP8_BN_EFF (EFF_S20: sessions 20-21's 256 and 128, where one wave of tiles (up to 132) takes 128 and
+# 256 comes with more than ~105 tiles of 128; EFF_S19: session 19's row weights, 192 in; EFF_OLD: the weights before
+# 256, "100,96,90"), which also takes W's boxes down to 64 and 32 rows.
 group("host plan", [
     (0, 1, 16, 16),           # one stage, one tile
     (0, 17, 144, 400),        # a partial tile (w boxes past n not loaded: stale), k tail
@@ -1356,16 +1574,16 @@ group("wide tiles (BN 160, 192)", [
     (2, 129, 8464, 144, dict(grid_x=9, ST=2, eff=EFF_OLD)),  # BN 160, the shallowest ring
     (0, 17, 21136, 400, dict(grid_x=8, P=3, eff=EFF_OLD)),   # BN 192, promotion every 3 stages (256 off)
 ])
-# BN 256: each stage as two 128-column halves through one acc (default weights where the plan takes it; split-K at 256
-# only with 256 forced, EFF_256: one wave of 256 tiles scores below 128's)
+# BN 256: each stage as two 128-column halves through one acc (EFF_S20, sessions 20-21's defaults, where the plan takes
+# it; split-K at 256 only with 256 forced, EFF_256: one wave of 256 tiles scores below 128's)
 # (some pass EFF_S19: 192 in, so W comes in 64-row boxes, four a stage)
 group("BN 256 (two halves a stage)", [
-    (0, 1024, 4096, 256, dict(bf16=True)),       # 8 x 16 tiles, one wave; bf16 as 8-byte pairs from the registers
-    (1, 1000, 28656, 400, dict(policies=("random",))),  # 896 tiles, 7 a block; the last 240 wide: half 1 partial
+    (0, 1024, 4096, 256, dict(eff=EFF_S20, bf16=True)),  # 8 x 16 tiles, one wave; bf16 as 8-byte pairs
+    (1, 1000, 28656, 400, dict(eff=EFF_S20, policies=("random",))),  # 896 tiles, 7 a block; the last 240 wide: half 1 partial
     (2, 881, 3568, 400, dict(eff=EFF_S19, bf16=True)),  # 7 x 14 tiles, the last 240 wide, the last row tile 113 rows
-    (2, 1500, 2400, 272),                        # the last tile 96 wide: half 1 wholly past n (and past the last
-    (1, 1500, 2400, 272, dict(bf16=True)),       #   weight block: b1 = b0); tensor mode: bf16 as 4-byte pairs
-    (0, 8192, 1024, 256),                        # 256 tiles on 132 blocks: two a block (half 0 pre-issued)
+    (2, 1500, 2400, 272, dict(eff=EFF_S20)),     # the last tile 96 wide: half 1 wholly past n (and past the last
+    (1, 1500, 2400, 272, dict(eff=EFF_S20, bf16=True)),  # weight block: b1 = b0); tensor mode: bf16 as 4-byte pairs
+    (0, 8192, 1024, 256, dict(eff=EFF_S20)),     # 256 tiles on 132 blocks: two a block (half 0 pre-issued)
     (2, 1000, 8192, 112, dict(eff=EFF_S19)),     # one stage, K's first is its last
     (0, 33, 960, 1536, dict(eff=EFF_256)),       # split 3, the last tile 192 wide
     (2, 90, 6144, 1088, dict(eff=EFF_256)),      # split 2 of 9 stages
@@ -1377,13 +1595,23 @@ group("BN 256 (two halves a stage)", [
     (2, 129, 1040, 272, dict(eff=EFF_256, ahead=0, grid_x=3)),
     (0, 300, 400, 400, dict(eff=EFF_256, pair=True)),            # pair builds never take 256 (the fallback 128)
 ])
+# 128 columns store bf16 rows from the registers as 8-byte exchanged pairs in every mode (n % 16 == 0), else 4 bytes;
+# QC_FP8_ST128 <= 5 (st128) stages them as before session 22, as 192 and 160 do
 group("bf16 output (y.bf16)", [
-    (0, 300, 400, 400, dict(grid_x=2, bf16=True)),             # BN 128 staged, 6 tiles a block (staging reused)
+    (0, 300, 400, 400, dict(grid_x=2, bf16=True, st128=5)),    # BN 128 staged, 6 tiles a block (staging reused)
     (2, 1100, 2256, 272, dict(grid_x=12, eff=EFF_S19, bf16=True)),          # BN 192 staged
     (1, 1100, 1808, 144, dict(grid_x=6, eff=EFF_OLD, bf16=True)),  # BN 160 staged
-    (0, 129, 352, 1040, dict(grid_y=2, bf16=True)),            # split 2, the last arriver stages
-    (0, 17, 144, 400, dict(bf16=True)),                        # a 16-column tile: 32-byte rows
+    (0, 129, 352, 1040, dict(grid_y=2, bf16=True, st128=4)),   # split 2, the last arriver stages (4 stages)
+    (0, 17, 144, 400, dict(bf16=True, st128=5)),               # a 16-column tile: 32-byte rows
     (2, 300, 400, 656, dict(pair=True, grid_x=4, bf16=True)),  # pair builds: straight from the registers
+    (0, 300, 400, 1040, dict(grid_x=2, grid_y=1, bf16=True)),  # BN 128 8-byte pairs (channel), the last tile 16 wide
+    (1, 300, 400, 1040, dict(grid_x=3, grid_y=1, bf16=True)),  # tensor mode: 8-byte pairs at 128 too
+    (2, 300, 400, 1296, dict(grid_x=2, grid_y=1, bf16=True)),  # block mode, a turn, a pair, a lone stage
+    (0, 129, 352, 1040, dict(grid_y=2, bf16=True)),            # split 2: the last arriver's 8-byte pairs
+    (0, 129, 392, 400, dict(bf16=True)),                       # n % 16 == 8: 4-byte stores, the last tile 8 wide
+    (2, 17, 200, 1040, dict(bf16=True)),                       # block, n % 16 == 8, a 72-column tile
+    (1, 64, 100, 656, dict(bf16=True)),                        # n % 8 == 4: 4-byte stores, one partial tile
+    (0, 300, 392, 400, dict(grid_x=2, bf16=True, st128=5)),    # staged with n % 16 == 8 (n % 8 == 0)
 ])
 group("forced grid / split", [
     (0, 300, 400, 400, dict(grid_x=2, grid_y=1)),     # several tiles a block
@@ -1403,22 +1631,43 @@ group("pair builds (clusters of two)", [
     (1, 1100, 1808, 144, dict(pair=True, grid_x=6, eff=EFF_OLD)),  # BN 160, 9 row tiles (5 pairs), partial last tile
     (0, 256, 608, 1040, dict(pair=True, grid_y=2)),     # split 2 (every pair's K in two)
     (2, 300, 144, 656, dict(pair=True, ST=2, grid_x=2)),  # the shallowest ring, one cluster
+    (1, 300, 400, 1040, dict(pair=True, grid_x=4, st128=5, bf16=True)),  # QC_FP8_ST128=5: 5 stages, still no staging
 ])
-# FP8_DBL128 (default): 128-column tiles take K in pairs of stages through acc and acc1 (wait_group 1 between), a
-# lone last stage alone; each K range [kt_b, kt_e) pairs from kt_b; the next tile's first stage pre-issued into acc
-group("BN 128, two accumulators (DBL)", [
-    (0, 300, 400, 1040, dict(grid_x=2, grid_y=1)),  # 9 stages a tile (a lone last one), 6 tiles a block: ST 5 wraps
-    (2, 300, 400, 1024, dict(grid_x=3, grid_y=1)),  # inside and after pairs; block scales, 8 stages (even), partial
-    (1, 129, 352, 1552),                 # split 3 of 13 stages: 4, 4, 5 a range
-    (2, 129, 400, 656, dict(grid_x=4, grid_y=2)),   # 3 stages a split (odd ranges), several tiles a block: pre-issue
-    (0, 17, 400, 400, dict(grid_y=4)),   # one stage a split: two == false from kt_b, pre-issued or not
-    (2, 17, 144, 208, dict(grid_x=1, grid_y=3)),  # ranges of 0, 1, 1 stages, two tiles a block
-    (1, 300, 400, 1040, dict(ST=2, grid_x=2)),     # the shallowest ring: a pair holds both slots
-    (2, 300, 144, 784, dict(ST=3, grid_x=1)),      # 7 stages a tile on 3 slots
+# FP8_DBL128 (default): 128-column tiles take K through acc and acc1; FP8_DBL_TURN=2 (turn=2): in pairs of stages
+# only (wait_group 1 between), a lone last stage alone; each K range [kt_b, kt_e) pairs from kt_b; the next tile's first
+# stage pre-issued into acc.  (st128=5: the 5-stage ring before session 22.)
+group("BN 128, DBL in pairs (turn 2)", [
+    (0, 300, 400, 1040, dict(grid_x=2, grid_y=1, turn=2, st128=5)),  # 9 stages a tile (a lone last one), 6 tiles a
+    (2, 300, 400, 1024, dict(grid_x=3, grid_y=1, turn=2, st128=5)),  # block: ST 5 wraps inside and after pairs; block
+                                                                     # scales, 8 stages
+    (1, 129, 352, 1552, dict(turn=2)),   # split 3 of 13 stages: 4, 4, 5 a range
+    (2, 129, 400, 656, dict(grid_x=4, grid_y=2, turn=2)),  # 3 stages a split (odd ranges), several tiles a block
+    (0, 17, 400, 400, dict(grid_y=4, turn=2)),  # one stage a split: two == false from kt_b, pre-issued or not
+    (2, 17, 144, 208, dict(grid_x=1, grid_y=3, turn=2)),  # ranges of 0, 1, 1 stages, two tiles a block
+    (1, 300, 400, 1040, dict(ST=2, grid_x=2, turn=2)),     # the shallowest ring: a pair holds both slots
+    (2, 300, 144, 784, dict(ST=3, grid_x=1, turn=2)),      # 7 stages a tile on 3 slots
+    (0, 300, 400, 1040, dict(grid_x=2, grid_y=1, turn=2)),  # the ring of 6: wraps inside and after pairs
     (0, 1, 16, 16),                      # one stage, one tile, m = 1
-    (2, 300, 400, 1040, dict(grid_x=2, bf16=True)),  # bf16 rows staged while the next tile's first stage runs
+    (2, 300, 400, 1040, dict(grid_x=2, grid_y=1, bf16=True, turn=2, st128=5)),  # rows staged under the next stage
     (2, 300, 400, 656, dict(grid_x=2, dbl=0)),     # FP8_DBL128=0: one accumulator at 128, as before
     (0, 129, 400, 1040, dict(grid_y=2, dbl=0)),
+])
+# FP8_DBL_TURN (the source's default: 8, the block build 16; the block cases below pin 8 unless said): turns of that many stages while as many are left (acc, acc1 alternating, one
+# group in flight, wait_group 0 at the turn's end), then pairs and a lone stage; the ring of 6 wraps inside turns
+group("BN 128, DBL in turns", [
+    (0, 300, 400, 1040, dict(grid_x=2, grid_y=1)),  # 9 stages: a turn and a lone stage, 6 tiles a block (pre-issued)
+    (2, 300, 400, 1296, dict(turn=8, grid_x=3, grid_y=1)),  # block scales: a turn, a pair, a lone stage; 4 tiles a block
+    (1, 129, 400, 2048, dict(grid_y=2)),    # split 2 of 16 stages: a turn a range
+    (0, 129, 352, 2304, dict(grid_y=2)),    # split 2 of 18: a turn and a lone stage a range
+    (2, 129, 400, 2048, dict(turn=8, grid_x=4, grid_y=2)),  # split 2, two tiles a block: a range's first turn pre-issued
+    (2, 300, 144, 2048, dict(turn=8, grid_x=1, grid_y=1)),  # 16 stages: two turns back to back, 6 tiles in one block
+    (0, 300, 400, 1280, dict(ST=2, grid_x=2, grid_y=1)),  # the shallowest ring under a turn and a pair
+    (2, 300, 400, 1040, dict(turn=8, ST=3, grid_x=2, grid_y=1)),  # 3 slots: wraps inside a turn, after a lone stage
+    (1, 129, 400, 1296, dict(grid_x=2, turn=4)),  # FP8_DBL_TURN=4, split 2 (5, 6 stages): a turn, a pair or a lone one
+    (2, 129, 144, 2304, dict(turn=16, grid_x=1, grid_y=1)),  # FP8_DBL_TURN=16: a turn and a pair, 4 tiles a block
+    (0, 129, 272, 3328, dict(turn=16, grid_y=1)),  # 26 stages: a turn of 16, then pairs
+    (2, 300, 400, 1040, dict(turn=8, grid_x=2, grid_y=1, bf16=True)),  # 8-byte bf16 pairs while the next tile's stage runs
+    (2, 300, 400, 2432, dict(grid_x=2, grid_y=1)),  # the block build's default turn of 16 (19 stages): a turn, a pair, a lone stage
 ])
 # W's TMA boxes (choose_wbox, QC_FP8_WBOX): 128 rows by default (one box a 128 stage, two at 256), 64 with 192 in the
 # plan, 32 with 160; a box partly past n loads whole (zeros), boxes wholly past n are not loaded
@@ -1441,9 +1690,12 @@ group("build options (ST, PROMOTE, AHEAD)", [
     (2, 129, 608, 528, dict(ahead=0)),
     (2, 300, 400, 400, dict(ahead=0, ST=3, grid_x=2, grid_y=2, dbl=0)),  # (DBL loads each pair's scales itself)
     (1, 300, 1040, 208, dict(ST=3, grid_x=5)),
+    (1, 129, 400, 1040, dict(P=2, grid_x=2)),  # FP8_PROMOTE 2 with the default weights (256 not built): one acc at 128
+    (0, 129, 352, 1040, dict(ST=5, grid_x=2)),  # a 5-stage ring of the unstaged layout (-DFP8_ST128=5)
+    (2, 129, 400, 1040, dict(st128=3, grid_x=2)),  # QC_FP8_ST128=3: 3 stages and the staging (no bf16 here)
 ])
 
-want = ["BN %d partial tile" % b for b in (128, 160, 192)] + ["ring wrap ST %d" % s for s in (2, 3, 4, 5)] + \
+want = ["BN %d partial tile" % b for b in (128, 160, 192)] + ["ring wrap ST %d" % s for s in (2, 3, 4, 5, 6)] + \
     ["PROMOTE %d, %s group" % (p, g) for p in (2, 3) for g in ("full", "short")] + \
     ["block scales BN 128 split 16", "block scales BN 160 split 16", "block scales BN 160 split 12",
      "block scales BN 160 split 8", "block scales BN 160 split 4", "block scales BN 192 split 16",
@@ -1455,8 +1707,17 @@ want = ["BN %d partial tile" % b for b in (128, 160, 192)] + ["ring wrap ST %d" 
      "split 4 at BN 256", "next tile's first stage issued early (BN 256: half 0)",
      "next tile's first stage issued early (split 2) (BN 256: half 0)", "bf16 rows staged (BN 128)",
      "bf16 rows staged (BN 160)", "bf16 rows staged (BN 192)", "bf16 rows from the registers (BN 256)",
-     "bf16 rows from the registers (BN 256, 8-byte pairs)",
+     "bf16 rows from the registers (BN 256, 8-byte pairs, channel)",
+     "bf16 rows from the registers (BN 256, 8-byte pairs, block), a partial tile",
      "bf16 rows from the registers (pair)",
+     # 128 columns unstaged (FP8_STG128 0): 8-byte pairs in every mode, whole and partial tiles; 4 bytes, n % 16 != 0
+     "bf16 rows from the registers (BN 128, 8-byte pairs, channel)",
+     "bf16 rows from the registers (BN 128, 8-byte pairs, channel), a partial tile",
+     "bf16 rows from the registers (BN 128, 8-byte pairs, tensor)",
+     "bf16 rows from the registers (BN 128, 8-byte pairs, tensor), a partial tile",
+     "bf16 rows from the registers (BN 128, 8-byte pairs, block)",
+     "bf16 rows from the registers (BN 128, 8-byte pairs, block), a partial tile",
+     "bf16 rows from the registers (BN 128, n % 16 != 0)",
      # FP8_DBL128 (BN 128, two accumulators) and W's box rows (choose_wbox)
      "DBL: a K range of an even number of stages", "DBL: a K range of an odd number of stages",
      "DBL: a one-stage K range", "DBL: an empty K range", "DBL: split-K", "DBL: block scales", "DBL: a partial tile",
@@ -1465,19 +1726,32 @@ want = ["BN %d partial tile" % b for b in (128, 160, 192)] + ["ring wrap ST %d" 
      "DBL: ring wrap between a pair's stages (ST 5)", "DBL: ring wrap after a pair (ST 5)",
      "DBL: ring wrap after a lone last stage (ST 5)", "DBL: ring wrap between a pair's stages (ST 2)",
      "DBL: ring wrap after a pair (ST 2)", "DBL: ring wrap between a pair's stages (ST 3)",
+     "DBL: ring wrap between a pair's stages (ST 6)", "DBL: ring wrap after a pair (ST 6)",
+     "DBL: ring wrap after a lone last stage (ST 6)",
      "BN 128 with one accumulator (FP8_DBL128=0)",
+     # FP8_DBL_TURN: turns (the default's, 4, 16) and what follows them, in split-K ranges, pre-issued, wrapping
+     "DBL: pairs only (FP8_DBL_TURN 2)", "DBL: a K range shorter than a turn (pairs only)",
+     "DBL: a turn of %d stages" % TURN_ROW, "DBL: a turn of 4 stages", "DBL: a turn of %d stages" % TURN_BLOCK,
+     "DBL: a turn, then pairs", "DBL: a turn, then a lone stage", "DBL: turns back to back",
+     "DBL: a turn in a split-K range", "DBL: a turn's first stage pre-issued", "DBL: block scales in a turn",
+     "DBL: ring wrap inside a turn (ST 6)", "DBL: ring wrap inside a turn (ST 2)", "DBL: ring wrap inside a turn (ST 3)",
+     "DBL: ring wrap at a turn's end (ST 6)", "DBL: ring wrap at a turn's end (ST 2)",
      "W boxes of 128 rows", "W boxes of 64 rows", "W boxes of 32 rows",
      "a W box partly past n (128 rows)", "a W box partly past n (64 rows)", "a W box partly past n (32 rows)",
      "pair: a rank copies no W box"]
 missing = [w for w in want if w not in COV]
+if os.environ.get("QC_FP8_WGMMA_EMU_COV"):  # every path the cases took (to pick the list above from)
+    print("\n".join(sorted(COV)))
 report(not missing, "coverage: %s" % ("missing " + ", ".join(missing) if missing else "%d kernel paths taken" % len(want)))
 print("test_fp8_wgmma_emu: coverage: %s" % ("MISSING " + ", ".join(missing) if missing else
                                            "every listed path taken (%d: partial tiles of each width, ring wraps at "
-                                           "ST 2-5, PROMOTE groups, each block-scale split, splits 2-4, empty K ranges, "
+                                           "ST 2-6, PROMOTE groups, each block-scale split, splits 2-4, empty K ranges, "
                                            "early next-tile stages, BN 256's halves partial / past n, its block scales "
-                                           "and splits, bf16 rows staged and from the registers; DBL's even, odd, one- "
-                                           "and no-stage ranges, wraps inside / after pairs, pre-issue, split-K, block "
-                                           "scales, partial tiles; W boxes of 128, 64, 32 rows, partly past n)" %
+                                           "and splits, bf16 rows staged and from the registers (8-byte pairs at 128 in "
+                                           "each mode, 4 bytes); DBL's even, odd, one- and no-stage ranges, wraps "
+                                           "inside / after pairs and turns, turns of 4, 8, 16 then pairs or a lone "
+                                           "stage, pre-issue, split-K, block scales, partial tiles; W boxes of 128, 64, "
+                                           "32 rows, partly past n)" %
                                            len(want)))
 
 # Two hazards this test found, which the host never launches (checked above), fixed in the kernel: an empty K range
@@ -1532,14 +1806,18 @@ MUTATIONS_256 = [
     ("pre_both", "the next tile's pre-issue issues both halves of its first stage (half 1 then overwrites acc)"),
     ("pre_none", "the next tile's pre-issue issues nothing, `issued` still set"),
     ("stage256", "bf16 rows staged at BN 256 too (the host sizes no staging there)"),
+    ("stage128", "bf16 rows staged at BN 128 with FP8_STG128 0 (the host sizes 6 stages and no staging there)"),
+    ("host_nostg", "the host sizes no staging at 128 whatever QC_FP8_ST128 (FP8_STG128 1 stages rows past the ring)"),
+    ("host_sts5", "the host's sts keeps 5 stages at 128 (the old table) while the device rings 6"),
     ("bulk_read", "staged bf16 rows rewritten before the previous tile's bulk copies read them (no wait_group.read)"),
     ("bulk_exit", "the block exits with its last staged bf16 rows still being copied (no wait_group 0)"),
-    ("xchg_swap", "BN 256 8-byte bf16 stores: the even lane puts its partner's pair first"),
-    ("xchg_cs", "BN 256 8-byte bf16 stores: the even lane's store 6 columns back instead of 8"),
+    ("xchg_swap", "8-byte bf16 stores: the even lane puts its partner's pair first"),
+    ("xchg_cs", "8-byte bf16 stores: the even lane's store 6 columns back instead of 8"),
 ]
 MUT_CASES_256 = [(2, 300, 1040, 528, dict(eff=EFF_256, grid_x=3, grid_y=2, bf16=True)),
-                 (0, 300, 400, 400, dict(grid_x=2, bf16=True)),
-                 (0, 33, 8448, 2048, dict(eff=EFF_256, policies=("eager",)))]  # 33 tiles x 4 splits: 132 slots
+                 (0, 300, 400, 400, dict(grid_x=2, bf16=True, st128=5)),
+                 (0, 33, 8448, 2048, dict(eff=EFF_256, policies=("eager",))),  # 33 tiles x 4 splits: 132 slots
+                 (1, 300, 400, 400, dict(grid_x=2, bf16=True))]
 
 
 # FP8_DBL128's pairs of stages and W's box rows
@@ -1552,6 +1830,17 @@ MUTATIONS_DBL = [
     ("wbox_map32", "the host's map keeps 32-row W boxes (the old MAPS_W8A8 literal) while the device counts 128"),
 ]
 MUT_CASES_DBL = [(2, 300, 400, 656, dict(grid_x=2, ST=2)), (0, 300, 400, 1040, dict(grid_x=3))]
+# FP8_DBL_TURN's turns (8: the block case pins the row builds' default), and the 8-byte bf16 pairs at 128 (tensor mode)
+MUTATIONS_TURN = [
+    ("turn_acc", "DBL turn: the turn's last stage retired from acc (stage T - 2's, promoted again), not acc1"),
+    ("turn_wait1", "DBL turn: wait_group 1 at the turn's end, not 0: acc1 promoted while its group is in flight"),
+    ("turn_pre", "DBL turn: the first stage issued again although pre-issued (the `|| !issued` test dropped)"),
+    ("turn_slot", "DBL turn: stage q - 1's retire arrives on stage q's slot (sl[q & 1], still being read)"),
+    ("turn_scale", "DBL turn block mode: every stage of a turn promoted with the turn's first stage's scales (kt, not kt + q)"),
+    ("turn_pq", "DBL turn block mode: stage q - 1 promoted with pq[q & 1] (stage q - 2's products; unwritten at q = 1)"),
+    ("turn_step", "DBL turn: kt += FP8_DBL_TURN - 1 after a turn (a stage skipped)"),
+]
+MUT_CASES_TURN = [(2, 300, 400, 1296, dict(turn=8, grid_x=2, grid_y=1)), (1, 129, 400, 2048, dict(grid_y=2, bf16=True))]
 
 
 def caught(c, name):  # the first error of the mutated case, after its mode and shape
@@ -1562,4 +1851,8 @@ def caught(c, name):  # the first error of the mutated case, after its mode and 
 T.hunt(MUTATIONS, MUT_CASES, caught)
 T.hunt(MUTATIONS_256, MUT_CASES_256, caught)
 T.hunt(MUTATIONS_DBL, MUT_CASES_DBL, caught)
+T.hunt(MUTATIONS_TURN, MUT_CASES_TURN, caught)
+T.hunt([("xchg_swap", "the 8-byte bf16 stores at 128 (tensor mode): the even lane puts its partner's pair first"),
+        ("xchg_cs", "the 8-byte bf16 stores at 128 (tensor mode): the even lane's store 6 columns back, not 8")],
+       [(1, 300, 400, 400, dict(grid_x=2, bf16=True))], caught)
 T.finish(" (%.1f s)" % (time.time() - T0))

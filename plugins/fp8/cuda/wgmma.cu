@@ -28,7 +28,9 @@
  * blocks, split at a multiple of 32 (tiles start at multiples of 32): two scale pairs per stage.
  */
 /* Output: y [m, n] f32, or with yb given (the optional "y.bf16" parameter) bf16 bits there and y left alone: half the
- * bytes for a consumer that reads bf16 (the engine's SwiGLU after gate_up).  bf16 rows (n % 8 == 0) leave through
+ * bytes for a consumer that reads bf16 (the engine's SwiGLU after gate_up).  Since session 22 the 128-column tiles
+ * store bf16 rows from the registers in 8-byte exchanged stores (below), which leaves room for a sixth ring stage;
+ * with QC_FP8_ST128 <= 5, and at 192 / 160 columns, bf16 rows (n % 8 == 0) leave through
  * shared memory: each warp writes its 16 rows of the tile into a staging area (rows of BN * 2 + 16 bytes: the pad
  * puts a warp's 8 rows on different banks) and lanes 0-15 copy one row each to y with cp.async.bulk, which runs
  * while the next tile's stages are computed; written straight from the registers, 4 bytes a lane, each row got 16
@@ -44,9 +46,10 @@
 /*   FP8_PROMOTE P (channel and tensor modes; default 1): the wgmma accumulator runs over P 128-K stages before
  *     it is promoted into f32, so a warpgroup waits for its own wgmma group once per P stages (the block mode
  *     needs each 128-K group's own scales: always 1). */
-/*   FP8_ST256, FP8_ST192, FP8_ST160, FP8_ST128: ring stages per tile width (defaults 4, 4, 4, 5: what the host sizes the
- *     shared memory for beside the bf16 staging, see fp8_wgmma_plan; fewer are allowed, for A/B runs of the ring's
- *     depth; 4 ran as fast as 5 at 128 and 192 columns, H200 session 17 call 9). */
+/*   FP8_ST256, FP8_ST192, FP8_ST160, FP8_ST128: ring stages per tile width (defaults 4, 4, 4, 6: what the host sizes the
+ *     shared memory for, with the bf16 staging at 192 / 160, see fp8_wgmma_plan; fewer are allowed, for A/B runs of the
+ *     ring's depth; 4 ran as fast as 5 at 128 and 192 columns beside the staging, H200 session 17 call 9, and 6 without
+ *     it 3% faster than 5 at 128, session 22 call 1). */
 #ifndef FP8_ST256
 #define FP8_ST256 4
 #endif
@@ -58,11 +61,18 @@
 #define FP8_ST160 4
 #endif
 #ifndef FP8_ST128
-#define FP8_ST128 5
+#define FP8_ST128 (FP8_STG128 ? 5 : 6)
 #endif
-#if FP8_ST256 > 4 || FP8_ST192 > 4 || FP8_ST160 > 4 || FP8_ST128 > 5 || FP8_ST256 < 2 || FP8_ST192 < 2 || \
-    FP8_ST160 < 2 || FP8_ST128 < 2
-#error "FP8_ST*: 2 up to the stages the host sizes shared memory for (4, 4, 4, 5)"
+/*   FP8_STG128 0 (default since session 22): 128-column tiles store bf16 rows from the registers as 256's do
+ *     (8-byte exchanged stores), which leaves room for a sixth ring stage (cuBLASLt's 128 x 128 fp8 kernel keeps 6);
+ *     1: they stage their rows in shared memory after a ring of at most 5 (the default before).  The host's
+ *     QC_FP8_ST128=N sets FP8_ST128=N and FP8_STG128 (0 for N = 6, else 1) and sizes the shared memory to match. */
+#ifndef FP8_STG128
+#define FP8_STG128 0
+#endif
+#if FP8_ST256 > 4 || FP8_ST192 > 4 || FP8_ST160 > 4 || FP8_ST128 > (FP8_STG128 ? 5 : 6) || FP8_ST256 < 2 || \
+    FP8_ST192 < 2 || FP8_ST160 < 2 || FP8_ST128 < 2
+#error "FP8_ST*: 2 up to the stages the host sizes shared memory for (4, 4, 4, 5; 128 unstaged: 6)"
 #endif
 #ifndef FP8_PROMOTE
 #define FP8_PROMOTE 1
@@ -127,6 +137,19 @@
 #ifndef FP8_DBL128
 #define FP8_DBL128 1
 #endif
+/*   FP8_DBL_TURN T (2, 4, 8, 16; default 8, the block build 16): the two accumulators take stages T a turn while T are
+ *     left, one group always in flight but at the turn's end, so a warpgroup drains its wgmma queue once per T stages
+ *     (the rest of a tile's stages go in pairs).  Both warpgroups wait for the same stages, so they drain together
+ *     and the tensor cores idle from their last wgmma to their next issue: turns of 8 ran 3-6% faster than pairs
+ *     (H200, session 22 call 2), and 128-column tiles with them and 6 stages faster than 256-column ones on all four
+ *     shapes; 16 gained the block mode (more work a stage: its scales) 1-3.5% more and the others nothing (call 3).
+ *     The turn's loop is unrolled whole, so no group is in flight across a back edge (ptxas: no C7514). */
+#ifndef FP8_DBL_TURN
+#define FP8_DBL_TURN (FP8_MODE == 2 ? 16 : 8)
+#endif
+#if FP8_DBL_TURN != 2 && FP8_DBL_TURN != 4 && FP8_DBL_TURN != 8 && FP8_DBL_TURN != 16
+#error "FP8_DBL_TURN: 2, 4, 8 or 16"
+#endif
 /*   FP8_EPI_HALVES 1 (default): a whole 256-column tile's epilogue loops over its two halves (one unrolled copy of
  *     16 chunks); 0: all 32 chunks unrolled. */
 #ifndef FP8_EPI_HALVES
@@ -164,9 +187,10 @@
 /* tile width: the one whose waves of WG_SMS tiles carry the most useful columns, weighted by how fast
    a tile of that width runs (FP8_EFF256 / 192 / 160 / 128, the host's QC_FP8_BN_EFF when set; a weight of 0 never
    picks that width; the pair builds never take 256); keep in step with fp8_wgmma_plan in fp8_kernels.c */
-/* 256 and 128 in, 192 and 160 out by default: fp8_kernels.c's g_fp8_eff says why */
-#ifndef FP8_EFF256
-#define FP8_EFF256 110
+/* 128 only by default since session 22 (256 before; 192 and 160 out since sessions 19-20): fp8_kernels.c's g_fp8_eff
+   says why */
+#ifndef FP8_EFF256 /* 0 since session 22: 128-column tiles with 6 stages and turns of 8 ran faster on every shape */
+#define FP8_EFF256 0
 #endif
 #if FP8_EFF256 > 0 && FP8_P > 1
 #error "FP8_PROMOTE > 1 needs FP8_EFF256=0 (QC_FP8_BN_EFF=0,...): a 256-column tile promotes each half-stage"
@@ -364,6 +388,10 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
         /* NH halves of BNW columns a stage: BN 256 runs as two wgmma-128 halves through one acc */
         constexpr int NH = BN == 256 ? 2 : 1, BNW = BN / NH;
         constexpr bool DBL = FP8_DBL128 && BN == 128 && FP8_P == 1 && FP8_CLUSTER == 1;
+        /* bf16 rows staged in shared memory (STG: not at 256, nor at 128 with FP8_STG128=0, no room beside the ring);
+           the others leave from the registers, in 8-byte exchanged stores where n % 16 == 0 (XCHG) */
+        constexpr bool STG = FP8_STAGED_OUT && BN != 256 && (BN != 128 || FP8_STG128);
+        constexpr bool XCHG = FP8_CLUSTER == 1 && (BN == 128 ? !FP8_STG128 : BN == 256 && FP8_MODE != 1);
         float acc[BNW / 2], tot[BN / 2], acc1[DBL ? BNW / 2 : 1];
 #if FP8_MODE == 2
         const long long kb = kt_n, nblk = (n + QC_FP8_BLOCK - 1) / QC_FP8_BLOCK; /* 128-K groups, weight block rows */
@@ -469,6 +497,37 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
                     if (++s == ST) { s = 0; ph ^= 1u; }
                 };
                 for (int kt = kt_b; kt < kt_e; kt += 2) {
+#if FP8_DBL_TURN > 2
+                    /* FP8_DBL_TURN stages a turn while as many are left: acc and acc1 alternate with one group always
+                       in flight but at the turn's end, so the warpgroup drains once per turn, not once per pair */
+                    if (kt + FP8_DBL_TURN <= kt_e) {
+                        int sl[2];
+                        float pq[2][2];
+#pragma unroll
+                        for (int q = 0; q < FP8_DBL_TURN; q++) {
+                            float *a = (q & 1) ? acc1 : acc, *prev = (q & 1) ? acc : acc1;
+#if FP8_MODE == 2
+                            const float qx0 = xs0[kt + q], qx1 = xs1[kt + q], qw = wsa[kt + q];
+#endif
+                            if (q > 0 || kt > kt_b || !issued) issue_to(a, s, true, 0);
+                            sl[q & 1] = s;
+                            next_slot();
+                            if (q > 0) {
+                                qc_wg_wait<1>();
+                                retire(prev, sl[(q - 1) & 1], pq[(q - 1) & 1][0], pq[(q - 1) & 1][1]);
+                            }
+#if FP8_MODE == 2
+                            pq[q & 1][0] = qx0 * qw, pq[q & 1][1] = qx1 * qw;
+#else
+                            pq[q & 1][0] = pq[q & 1][1] = 0.f;
+#endif
+                        }
+                        qc_wg_wait<0>();
+                        retire(acc1, sl[1], pq[1][0], pq[1][1]);
+                        kt += FP8_DBL_TURN - 2; /* and 2 more at the loop's end */
+                        continue;
+                    }
+#endif
                     const bool two = kt + 1 < kt_e;
 #if FP8_MODE == 2
                     /* loaded before the issue, used after the waits */
@@ -550,7 +609,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             float *y0 = y + r0 * n, *y1 = y + r1 * n;
             /* bf16 rows through shared memory: this warp's 16 rows of staging, after the ring (addresses computed
                where used: the epilogue runs with acc and tot live, and a few more registers here spilled) */
-            const bool staged = FP8_STAGED_OUT && BN != 256 && yb && !(n & 7); /* 256: no room beside the ring */
+            const bool staged = STG && yb && !(n & 7);
             if (staged) {
                 /* the previous tile's copies out of these rows have read them */
                 if (lane < 16) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
@@ -591,13 +650,13 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             /* The epilogue reads tot and the scales only (acc is being written by the tensor cores); the
                column scales come from shared memory one 8-column chunk at a time, so that no register set
                beside acc and tot is needed.  Columns past n were not copied and are not stored. */
-            /* bf16 rows straight from the registers (BN 256, the pair builds): with n % 16 == 0 a warp's chunk
+            /* bf16 rows straight from the registers (BN 128 unstaged, BN 256, the pair builds): with n % 16 == 0 a warp's chunk
                pairs (2i, 2i + 1) are all stored or none (tiles start at multiples of 32), so lanes 2q and 2q + 1
                swap halves (one shuffle a row and pair) and each stores 8 bytes: a quad's store fills a 32-byte
                sector, as f32 rows do, not half of one (H200, session 19: 4-byte bf16 stores made o 6% slower) */
-            /* (narrower tiles stage such rows; the pair builds and the tensor mode have no registers to spare: a
-               4-byte spill) */
-            const bool xchg = FP8_CLUSTER == 1 && FP8_MODE != 1 && BN == 256 && !(n & 15);
+            /* (192 and 160 stage such rows; the pair builds, and the tensor mode at 256, have no registers to spare for
+               the exchange: a 4-byte spill; at 128 the tensor mode exchanges too, no spill) */
+            const bool xchg = XCHG && !(n & 15);
             /* One unrolled chunk loop per kind of output (staged bf16 rows, exchanged 8-byte bf16 stores, 4-byte bf16
                stores, f32), the kind chosen once: with the kind tested in each of the BN / 8 chunks, the kinds' code
                lay interleaved and a tile's epilogue fetched all of it (session 21: a third of the warps' stall
@@ -674,9 +733,9 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             const bool emit = store && (!FP8_SKIP_EPI || k < 0);
             if (emit) {
                 if (staged) {
-                    if constexpr (FP8_STAGED_OUT && BN != 256) epi_of(QcTag<0>{});
+                    if constexpr (STG) epi_of(QcTag<0>{});
                 } else if (yb && xchg) {
-                    if constexpr (FP8_CLUSTER == 1 && FP8_MODE != 1 && BN == 256) epi_of(QcTag<1>{});
+                    if constexpr (XCHG) epi_of(QcTag<1>{});
                 } else if (yb) {
                     epi_of(QcTag<2>{});
                 } else {
@@ -705,7 +764,7 @@ __device__ __forceinline__ void qc_fp8_gemm(const QcTmap *tmx, const QcTmap *tmw
             for (int i = 0; i < BN / 2; i++) tot[i] = 0.f;
         }
         /* the last bf16 rows are written before the block (and its shared memory) goes */
-        if (FP8_STAGED_OUT && BN != 256 && yb && !(n & 7) && (tid & 31) < 16)
+        if (STG && yb && !(n & 7) && (tid & 31) < 16)
             asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
     }
 #if FP8_CLUSTER == 2
@@ -746,12 +805,16 @@ extern "C" __global__ void __launch_bounds__(384, 1) QC_FP8_CLUSTER_ATTR QC_ENTR
         }
         return;
     }
-    switch (qc_wg_bn(m, n)) {
-#if FP8_CLUSTER == 1
+    switch (qc_wg_bn(m, n)) { /* widths the plan never takes (weight 0) are not compiled */
+#if FP8_CLUSTER == 1 && FP8_EFF256 > 0
     case 256: qc_fp8_gemm<256, FP8_ST256>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work, yb); break;
 #endif
+#if FP8_EFF192 > 0
     case 192: qc_fp8_gemm<192, FP8_ST192>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work, yb); break;
+#endif
+#if FP8_EFF160 > 0
     case 160: qc_fp8_gemm<160, FP8_ST160>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work, yb); break;
+#endif
     default: qc_fp8_gemm<128, FP8_ST128>(&tmx, &tmw, xs, ws, y, m, n, k, smem, bars, sws, work, yb); break;
     }
 }
