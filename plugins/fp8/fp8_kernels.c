@@ -654,16 +654,9 @@ static void read_bn_eff(void) {
     }
 }
 static void read_st128(void) {
-    const char *e = getenv("QC_FP8_ST128");
-    if (!e) return;
-    char *end;
-    long v = strtol(e, &end, 10);
-    if (end == e || *end || v < 2 || v > 6) {
-        fprintf(stderr, "fp8: QC_FP8_ST128: ignoring '%s' (want 2..6 ring stages for 128-column tiles: 6 stores bf16 rows "
-                        "from the registers, 2..5 stage them in shared memory)\n", e);
-        return;
-    }
-    g_fp8_st128 = (int)v;
+    const int v = qc_env_int("fp8", "QC_FP8_ST128", 2, 6, 0); /* 0: unset, or ignored with a warning */
+    if (!v) return;
+    g_fp8_st128 = v;
     snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, "-DFP8_ST128=%d", g_fp8_st128);
     snprintf(g_xbuf[X_WGMMA][g_xn[X_WGMMA]++], QC_ENV_OPT_LEN, "-DFP8_STG128=%d", v == 6 ? 0 : 1);
 }

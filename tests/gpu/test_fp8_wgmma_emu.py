@@ -142,8 +142,8 @@ def fp8_wgmma_plan(m, n, pair=False, eff=EFF_ROW, st128=ST128_DEF, mut=()):
 
 
 def read_st128(env):
-    """fp8_kernels.c's read_st128: QC_FP8_ST128 (None: unset) -> (g_fp8_st128, the -D options it appends); strtol's
-    number (leading blanks, a sign) with nothing after it, 2..6, else ignored with a warning."""
+    """fp8_kernels.c's read_st128: QC_FP8_ST128 (None: unset) -> (g_fp8_st128, the -D options it appends); qc_env_int's
+    strtol number (leading blanks, a sign) with nothing after it, 2..6, else ignored (empty: quietly, else warned)."""
     import re
     if env is None:
         return ST128_DEF, []
@@ -1286,9 +1286,8 @@ def host_checks():
             (HSRC, "fp8_kernels.c", "static const int bns[4] = {256, 192, 160, 128};"),
             (HSRC, "fp8_kernels.c", "const int sts[4] = {4, 4, 4, g_fp8_st128}; /* 160: 4, see FP8_ST160 */"),
             (HSRC, "fp8_kernels.c", "static int g_fp8_st128 = 6;"),
-            (HSRC, "fp8_kernels.c", "if (end == e || *end || v < 2 || v > 6) {"),
-            (HSRC, "fp8_kernels.c", "long v = strtol(e, &end, 10);"),
-            (HSRC, "fp8_kernels.c", "g_fp8_st128 = (int)v;"),
+            (HSRC, "fp8_kernels.c", "const int v = qc_env_int(\"fp8\", \"QC_FP8_ST128\", 2, 6, 0);"),
+            (HSRC, "fp8_kernels.c", "g_fp8_st128 = v;"),
             (HSRC, "fp8_kernels.c", "QC_ENV_OPT_LEN, \"-DFP8_ST128=%d\", g_fp8_st128);"),
             (HSRC, "fp8_kernels.c", "QC_ENV_OPT_LEN, \"-DFP8_STG128=%d\", v == 6 ? 0 : 1);"),
             (HSRC, "fp8_kernels.c", "read_bn_eff();\n    choose_wbox();\n    read_st128();"),
