@@ -1,4 +1,4 @@
-/* w4a16_gemv_frag.c - the decode GEMVs with W as the mma A operand: nibbles into A fragments from global memory (gemv_frag, gemv1) or from a TMA ring (gemv1_tma). */
+/* w4a16_gemv_frag.c - the decode GEMVs with W as the mma A operand: nibbles into A fragments from global memory (gemv_frag, gemv1, gemv1_xr) or from a TMA ring (gemv1_tma). */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,6 +6,7 @@
 #include "../common/qc_env_opts.h"
 #include "../common/qc_gemv1_plan.h"
 #include "../common/qc_tma_pipe_src.h"
+#include "w4a16_cuda_src.h"
 #include "w4a16_impl.h"
 
 qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host);
@@ -787,6 +788,78 @@ static int w4t_el_sym(const qc_problem *p, qc_reason *why) {
     return 1;
 }
 
+/* ---- w4a16.gemv1_xr_sym ---- */
+/*
+ * w4a16.gemv1_xr_sym (cuda/gemv1_xr.cu says how): gemv1's fragments and its weight conditions (sym, g128,
+ * K % 1024), with each warp holding x of its K slice in registers for all of its rows, and 7 instructions a word
+ * of codes instead of 11 (the per-weight bf16 subtract becomes one per-segment correction from x).  A block is
+ * RG row groups x KS K slices (S = 2 steps of 512 bytes a slice when the step count is even, else 1; KS = steps /
+ * S, at most 16), over row pairs b P / G .. (b + 1) P / G; the slices' sums meet in shared memory in slice order.
+ */
+#define W4X_SMS 132        /* an H100 / H200: one wave of blocks */
+#define W4X_WARPS 16       /* warps wanted a block (QC_W4X_WARPS; 8 gives two blocks an SM) */
+#define W4X_MAX_WARPS 16   /* the kernel's __launch_bounds__(512, 1): 128 registers */
+#define W4X_RED_MAX 40960  /* shared bytes of a block's slice sums at most: more blocks past that */
+
+static int g_w4x_warps = W4X_WARPS; /* read at registration */
+
+typedef struct w4x_plan {
+    int s, ks, warps;
+    int64_t grid;
+    uint32_t smem;
+} w4x_plan;
+
+/* 1 and the launch when the kernel takes (n, k): k % 1024 == 0 and at most 16 slices; the device derives S, KS
+ * and RG from k and blockDim the same way */
+static int w4x_plan_of(int64_t n, int64_t k, w4x_plan *p) {
+    memset(p, 0, sizeof *p);
+    if (n < 2 || k < 1024 || k % 1024) return 0;
+    const int64_t steps = k / 1024;
+    p->s = steps % 2 ? 1 : 2;
+    if (steps / p->s > W4X_MAX_WARPS) return 0;
+    p->ks = (int)(steps / p->s);
+    const int rg = g_w4x_warps / p->ks > 1 ? g_w4x_warps / p->ks : 1;
+    p->warps = rg * p->ks;
+    const int64_t pairs = n / 2;
+    int64_t grid = (int64_t)W4X_SMS * (W4X_MAX_WARPS / p->warps);
+    if (p->ks > 1) {
+        const int64_t most = W4X_RED_MAX / (8 * p->ks); /* row pairs a block */
+        if ((pairs + grid - 1) / grid > most) grid = (pairs + most - 1) / most;
+    }
+    if (grid > pairs) grid = pairs;
+    p->grid = grid;
+    p->smem = p->ks > 1 ? (uint32_t)((pairs + grid - 1) / grid * p->ks * 8) : 0u;
+    return 1;
+}
+
+static void w4x_dims(const qc_problem *p, qc_launch_dims *d) {
+    memset(d, 0, sizeof *d);
+    w4x_plan pl;
+    if (p->m != 1 || !w4x_plan_of(p->n, p->k, &pl) || pl.grid > 0x7fffffffLL) return;
+    d->grid[0] = (uint32_t)pl.grid;
+    d->grid[1] = d->grid[2] = 1;
+    d->block[0] = 32u * (uint32_t)pl.warps;
+    d->block[1] = d->block[2] = 1;
+    d->shared_bytes = pl.smem;
+}
+
+static int w4x_el_sym(const qc_problem *p, qc_reason *why) {
+    static const char id[] = "w4a16.gemv1_xr_sym";
+    const char *off = getenv("QC_W4X");
+    if (off && strcmp(off, "off") == 0) {
+        w4_why(why, "off", "%s is switched off (QC_W4X=off)", id);
+        return 0;
+    }
+    if (!w4g_shape_ok(id, p, why)) return 0;
+    w4x_plan pl;
+    if (!w4x_plan_of(p->n, p->k, &pl)) {
+        w4_why(why, "k_range", "%s gives each of at most %d warps one or two 512-byte steps of K: K=%lld has %lld "
+               "(w4a16.gemv1_sym takes it)", id, W4X_MAX_WARPS, (long long)p->k, (long long)(p->k / 1024));
+        return 0;
+    }
+    return 1;
+}
+
 /* ---- registration ---- */
 
 static const qc_kernel_param w4f_p_sym[] = {
@@ -811,8 +884,8 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
         .reference = (void (*)(void))w4f_ref_sym,
         .flags = QC_KERNEL_GRID_DEP,
     };
-    /* what differs; gemv1 (m = 1 only) first: the engine ranks the narrower M range first, so it takes batch-1
-     * decode where it is eligible; gemv1_tma before it (same range: registration order), on sm_90 only */
+    /* what differs; the m = 1 GEMVs first: the engine ranks the narrower M range first, so they take batch-1 decode
+     * where they are eligible, in registration order: gemv1_xr, then gemv1_tma (sm_90 only), then gemv1 */
     static const struct {
         const char *id, *source, *entry;
         int64_t m_max;
@@ -820,15 +893,22 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
         int (*eligible)(const qc_problem *, qc_reason *);
         int sm_min;
     } rows[] = {
+        {"w4a16.gemv1_xr_sym", W4X_SRC_SYM, "qc_w4x_gemv1_sym", 1, w4x_dims, w4x_el_sym, 80},
         {"w4a16.gemv1_tma_sym", W4T_SRC_SYM, "qc_w4t_gemv1_sym", 1, w4t_dims, w4t_el_sym, 90},
         {"w4a16.gemv1_sym", W4G_SRC_SYM, "qc_w4g_gemv1_sym", 1, w4g_dims, w4g_el_sym, 80},
         {"w4a16.gemv_frag_sym", W4F_SRC_SYM, "qc_w4f_gemv_sym", 16, w4f_dims, w4f_el_sym, 80},
     };
-    /* QC_W4T_TRIGGER=0..2 (A/B runs): gemv1_tma's W4T_TRIGGER */
+    /* QC_W4T_TRIGGER=0..2 (A/B runs): gemv1_tma's W4T_TRIGGER; QC_W4X_OPTS: -D options of gemv1_xr (XR_D, XR_EXACT,
+     * XR_PF, XR_TRIGGER); QC_W4X_WARPS: its warps a block */
     static char w4t_buf[32];
     static const char *w4t_list[2];
     const char *const *w4t_opts =
         qc_env_define_int("w4a16", "QC_W4T_TRIGGER", "W4T_TRIGGER", 0, 2, w4t_buf, sizeof w4t_buf, w4t_list);
+    static char w4x_buf[8][QC_ENV_OPT_LEN];
+    static const char *w4x_list[10];
+    const int w4x_n = qc_env_defines("w4a16", "QC_W4X_OPTS", w4x_buf, 8);
+    const char *const *w4x_opts = w4x_n ? qc_env_option_list(NULL, w4x_buf, w4x_n, w4x_list) : NULL;
+    g_w4x_warps = qc_env_int("w4a16", "QC_W4X_WARPS", 1, W4X_MAX_WARPS, W4X_WARPS);
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         d.id = rows[i].id;
         d.m_max = rows[i].m_max;
@@ -837,7 +917,7 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
         d.launch_dims = rows[i].dims;
         d.eligible = rows[i].eligible;
         d.arch.min_sm = rows[i].sm_min;
-        d.nvrtc_options = i == 0 ? w4t_opts : NULL;
+        d.nvrtc_options = i == 0 ? w4x_opts : i == 1 ? w4t_opts : NULL;
         qc_status st = api->register_kernel(host, &d);
         if (st != QC_OK) return st;
     }

@@ -1,4 +1,4 @@
-/* test_gpu_w4a16_frag.c - w4a16.gemv_frag_sym, w4a16.gemv1_sym and w4a16.gemv1_tma_sym against the C reference and a double sum; times against the W4 floor, beside w4a16.gemv_sym. */
+/* test_gpu_w4a16_frag.c - w4a16.gemv_frag_sym, w4a16.gemv1_sym, w4a16.gemv1_tma_sym and w4a16.gemv1_xr_sym against the C reference and a double sum; times against the W4 floor, beside w4a16.gemv_sym. */
 #define _GNU_SOURCE
 #include <math.h>
 
@@ -97,9 +97,23 @@ static void correctness_tma(ctx *c, kern *kt) {
     }
 }
 
-/* Llama-3-8B shapes at M = 1, g128: w4a16.gemv1_sym beside the fragment GEMV, on the same weights, and
- * w4a16.gemv1_tma_sym where its shared memory holds the layer (all but down). */
-static void timing1(ctx *c, kern *k1, kern *kf, kern *kt) {
+/* w4a16.gemv1_xr_sym (m = 1, g128, K % 1024, at most 16 K slices): one and two steps a slice (odd and even step
+ * counts), 1 to 16 slices (k 1024 to 32768), row groups of 1 to 16 warps, fewer row pairs than blocks (n 8, 16,
+ * 24: idle blocks and warps), pairs that do not divide among the row groups, the Llama-3-8B shapes. */
+static void correctness_xr(ctx *c, kern *kx) {
+    static const int64_t shapes[][2] = {{8, 1024},     {40, 3072},    {1000, 7168},  {4104, 1024},  {72, 14336},
+                                        {264, 5120},   {4096, 4096},  {28672, 4096}, {4096, 14336}, {16, 16384},
+                                        {24, 15360},   {8, 32768},    {6144, 4096},  {65544, 2048}, {1032, 10240}};
+    for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
+        wt w;
+        if (wt_make(c, &w, 0, 128, shapes[sh][0], shapes[sh][1], 1) == 0) run_case(c, kx->k, kx->fn, &w, 1, 0);
+        wt_free(c, &w);
+    }
+}
+
+/* Llama-3-8B shapes at M = 1, g128: w4a16.gemv1_xr_sym and w4a16.gemv1_sym beside the fragment GEMV, on the same
+ * weights, and w4a16.gemv1_tma_sym where its shared memory holds the layer (all but down). */
+static void timing1(ctx *c, kern *k1, kern *kf, kern *kt, kern *kx) {
     static const int64_t shapes[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}};
     for (size_t sh = 0; sh < 4; sh++) {
         int64_t n = shapes[sh][0], k = shapes[sh][1];
@@ -108,6 +122,7 @@ static void timing1(ctx *c, kern *k1, kern *kf, kern *kt) {
         if (ncopy > MAXCOPY) ncopy = MAXCOPY;
         wt w;
         if (wt_make(c, &w, 0, 128, n, k, ncopy) == 0) {
+            if (kx->fn) run_case(c, kx->k, kx->fn, &w, 1, REPS);
             run_case(c, k1->k, k1->fn, &w, 1, REPS);
             run_case(c, kf->k, kf->fn, &w, 1, REPS);
             if (kt->fn && k <= 6144) run_case(c, kt->k, kt->fn, &w, 1, REPS);
@@ -151,7 +166,8 @@ int main(void) {
         CHECK(st == QC_OK, "w4a16 plugin: %s", err);
         c.f = qc_format_find(c.rt, "w4a16");
         CHECK(c.f != NULL, "no w4a16 format");
-        kern kf, old, k1, kt;
+        kern kf, old, k1, kt, kx;
+        memset(&kx, 0, sizeof kx);
         memset(&kf, 0, sizeof kf);
         memset(&old, 0, sizeof old);
         memset(&k1, 0, sizeof k1);
@@ -159,19 +175,23 @@ int main(void) {
         if (c.f && load_kernel(&c, &kf, "w4a16.gemv_frag_sym") == 0) {
             load_kernel(&c, &old, "w4a16.gemv_sym");
             load_kernel(&c, &k1, "w4a16.gemv1_sym");
+            load_kernel(&c, &kx, "w4a16.gemv1_xr_sym");
             if (qc_gpu_get_info(c.g)->sm >= 90) load_kernel(&c, &kt, "w4a16.gemv1_tma_sym");
             double t0 = qc_now_seconds();
             if (!getenv("QC_W4_TIMING_ONLY")) {
+                if (kx.fn) correctness_xr(&c, &kx);
+                if (getenv("QC_W4_XR_ONLY")) goto timed; /* the new kernel's cases alone (device A/B runs) */
                 if (kt.fn) correctness_tma(&c, &kt);
                 if (k1.fn) correctness1(&c, &k1);
                 correctness(&c, &kf);
                 correctness_r2(&c, &kf);
             }
+        timed:
             printf("%s: correctness cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             measure_copy(&c);
             if (c.copy_gbs > 0 && !getenv("QC_W4_NO_TIMING")) {
                 t0 = qc_now_seconds();
-                if (k1.fn) timing1(&c, &k1, &kf, &kt);
+                if (k1.fn) timing1(&c, &k1, &kf, &kt, &kx);
                 timing(&c, &kf, &old);
                 printf("%s: timing cases took %.1f s\n", TEST, qc_now_seconds() - t0);
             }
