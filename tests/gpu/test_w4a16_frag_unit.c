@@ -1,4 +1,4 @@
-/* test_w4a16_frag_unit.c - w4a16.gemv_frag_sym, w4a16.gemv1_sym and w4a16.gemv1_tma_sym without a GPU: descriptors, refusals, selection, plans, references, sm_80 / sm_90a builds and SASS counts. */
+/* test_w4a16_frag_unit.c - w4a16.gemv_frag_sym, w4a16.gemv1_sym, w4a16.gemv1_tma_sym and w4a16.gemv1_xr_sym without a GPU: descriptors, refusals, selection, plans, references, sm_80 / sm_90a builds and SASS counts. */
 #define _GNU_SOURCE
 #include <math.h>
 
@@ -13,6 +13,7 @@
 #define KID "w4a16.gemv_frag_sym"
 #define K1ID "w4a16.gemv1_sym"
 #define KTID "w4a16.gemv1_tma_sym"
+#define KXID "w4a16.gemv1_xr_sym"
 
 static qc_problem prob(int64_t m, int64_t n, int64_t k, uint32_t g, uint32_t scheme) {
     qc_problem p = {.struct_size = sizeof p, .sm = 90, .m = m, .n = n, .k = k, .group_size = g,
@@ -160,12 +161,15 @@ static void descriptors1(qc_runtime *rt) {
     setenv("QC_W4G", "off", 1); /* the A/B switch */
     expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM), "off");
     restore_env("QC_W4G", saved);
-    /* batch-1 decode picks it (narrowest M range) where gemv1_tma does not fit (down); K % 1024 != 0 falls back to
-       the fragment GEMV */
+    /* with gemv1_xr off, batch-1 decode picks it (narrowest M range) where gemv1_tma does not fit (down); K % 1024
+       != 0 falls back to the fragment GEMV */
     const qc_kernel_desc *sel = NULL;
     qc_problem ps = prob(1, 4096, 14336, 128, W4A16_SCHEME_SYM);
+    save_env("QC_W4X", &saved);
+    setenv("QC_W4X", "off", 1); /* gemv1_xr, registered first, takes it otherwise */
     CHECK(qc_select_format(rt, f, &ps, 1, &sel, &why) && sel && strcmp(sel->id, K1ID) == 0, "GPU m=1 sym chose %s",
           sel ? sel->id : why.text);
+    restore_env("QC_W4X", saved);
     ps = prob(1, 4096, 1152, 128, W4A16_SCHEME_SYM);
     sel = NULL;
     CHECK(qc_select_format(rt, f, &ps, 1, &sel, &why) && sel && strcmp(sel->id, KID) == 0,
@@ -244,7 +248,11 @@ static void descriptors_tma(qc_runtime *rt) {
     qc_problem pj = prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM);
     CHECK(qc_select_kernel(k, f, &pj, 1, &why), "%s with QC_W4T_MIN_N=junk refused: %s", KTID, why.text);
     unsetenv("QC_W4T_MIN_N");
-    /* the engine's pick at m = 1: qkv, o and gate_up take it on sm_90, gemv1 on sm_80 and for down */
+    /* the engine's pick at m = 1 with gemv1_xr off: qkv, o and gate_up take it on sm_90, gemv1 on sm_80 and for
+       down */
+    char *saved_x;
+    save_env("QC_W4X", &saved_x);
+    setenv("QC_W4X", "off", 1);
     static const struct {
         int64_t n, k;
         uint32_t sm;
@@ -259,6 +267,7 @@ static void descriptors_tma(qc_runtime *rt) {
               "GPU m=1 n=%lld k=%lld sm_%u chose %s, expected %s", (long long)ps.n, (long long)ps.k, ps.sm,
               sel ? sel->id : why.text, picks[i].want);
     }
+    restore_env("QC_W4X", saved_x);
     /* the plan: blocks of a multiple of 4 rows covering n once, 9 warps, x + 8 stages + barriers */
     static const int64_t plans[][4] = {{28672, 4096, 256, 75904}, {16384, 6144, 256, 113792},
                                        {8, 1024, 2, 19072},       {1000, 2048, 250, 38016}};
@@ -283,6 +292,98 @@ static void descriptors_tma(qc_runtime *rt) {
     CHECK(d.grid[0] == 0, "%s: k = 14336 (over its shared memory) should give an empty grid", KTID);
     restore_env("QC_W4T_MIN_N", saved_min);
     restore_env("QC_W4T", saved_off);
+}
+
+/* w4a16.gemv1_xr_sym: sm_80+ and m = 1, gemv1's weight conditions, at most 16 K slices of one or two 512-byte steps
+ * (k up to 32768 with an even step count, 15360 with an odd one); the engine's pick at m = 1 on every Llama-3-8B
+ * shape on sm_80 and sm_90; the plan: blocks of RG x KS warps (16 wanted), one wave of them, at most one a row pair,
+ * the slices' sums in shared memory (capped: more blocks past 40 KiB). */
+static void descriptors_xr(qc_runtime *rt) {
+    const qc_format_desc *f = qc_format_find(rt, "w4a16");
+    const qc_kernel_desc *k = qc_kernel_find(rt, KXID);
+    CHECK(f && k, "w4a16 format or %s not loaded from %s", KXID, QC_TEST_PLUGIN_DIR);
+    if (!f || !k) return;
+    CHECK(k->reference && k->cuda_source && k->cuda_entry && k->launch_dims && k->eligible, "%s lacks a part", KXID);
+    CHECK(k->m_min == 1 && k->m_max == 1 && k->arch.min_sm == 80 && k->arch.max_sm == QC_SM_ANY &&
+              (k->flags & QC_KERNEL_GRID_DEP),
+          "%s: M [%lld, %lld] arch [%u, %u] flags 0x%x", KXID, (long long)k->m_min, (long long)k->m_max,
+          k->arch.min_sm, k->arch.max_sm, k->flags);
+    char *saved_off;
+    save_env("QC_W4X", &saved_off);
+    unsetenv("QC_W4X");
+    qc_reason why;
+    static const int64_t ok_shapes[][2] = {{28672, 4096}, {4096, 14336}, {8, 1024},   {8, 32768},
+                                           {16, 15360},   {1000, 7168},  {6144, 4096}, {4096, 4096}};
+    for (size_t i = 0; i < sizeof ok_shapes / sizeof ok_shapes[0]; i++)
+        for (uint32_t sm = 80; sm <= 90; sm += 10) {
+            qc_problem p = prob(1, ok_shapes[i][0], ok_shapes[i][1], 128, W4A16_SCHEME_SYM);
+            p.sm = sm;
+            CHECK(qc_select_kernel(k, f, &p, 1, &why), "%s n=%lld k=%lld sm_%u refused: %s: %s", KXID,
+                  (long long)p.n, (long long)p.k, sm, why.code, why.text);
+        }
+    qc_problem p75 = prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM);
+    p75.sm = 75;
+    expect_refused(k, f, p75, "arch");
+    expect_refused(k, f, prob(1, 8, 33792, 128, W4A16_SCHEME_SYM), "k_range"); /* 33 steps: 33 slices of one */
+    expect_refused(k, f, prob(1, 8, 34816, 128, W4A16_SCHEME_SYM), "k_range"); /* 34 steps: 17 slices of two */
+    expect_refused(k, f, prob(1, 8, 17408, 128, W4A16_SCHEME_SYM), "k_range"); /* 17 steps: 17 slices of one */
+    expect_refused(k, f, prob(1, 4096, 4096, 64, W4A16_SCHEME_SYM), "group");
+    expect_refused(k, f, prob(1, 4096, 1152, 128, W4A16_SCHEME_SYM), "align_k");
+    expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_ASYM), "scheme");
+    expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM | W4A16_SCHEME_PERM), "perm");
+    expect_refused(k, f, prob(2, 4096, 4096, 128, W4A16_SCHEME_SYM), "m_range");
+    setenv("QC_W4X", "off", 1);
+    expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM), "off");
+    unsetenv("QC_W4X");
+    /* the engine's pick at m = 1: every Llama-3-8B shape on sm_80 and sm_90; K 1152 goes to the fragment GEMV,
+       34 steps to gemv1 */
+    static const struct {
+        int64_t n, k;
+        uint32_t sm;
+        const char *want;
+    } picks[] = {{28672, 4096, 90, KXID}, {28672, 4096, 80, KXID}, {4096, 4096, 90, KXID}, {6144, 4096, 90, KXID},
+                 {4096, 14336, 90, KXID}, {4096, 14336, 80, KXID}, {4096, 1152, 90, KID},  {8, 34816, 80, K1ID}};
+    for (size_t i = 0; i < sizeof picks / sizeof picks[0]; i++) {
+        const qc_kernel_desc *sel = NULL;
+        qc_problem ps = prob(1, picks[i].n, picks[i].k, 128, W4A16_SCHEME_SYM);
+        ps.sm = picks[i].sm;
+        CHECK(qc_select_format(rt, f, &ps, 1, &sel, &why) && sel && strcmp(sel->id, picks[i].want) == 0,
+              "GPU m=1 n=%lld k=%lld sm_%u chose %s, expected %s", (long long)ps.n, (long long)ps.k, ps.sm,
+              sel ? sel->id : why.text, picks[i].want);
+    }
+    /* the plan without QC_W4X_WARPS: n, k -> blocks, warps a block, shared bytes */
+    static const int64_t plans[][5] = {
+        {28672, 4096, 132, 16, 1744},  /* 2 slices of 2 steps x 8 row groups; 109 pairs a block */
+        {4096, 14336, 132, 14, 896},   /* 7 slices of 2 steps x 2; 16 pairs a block */
+        {6144, 4096, 132, 16, 384},    /* 24 pairs a block */
+        {4096, 4096, 132, 16, 256},    /* 16 */
+        {8, 1024, 4, 16, 0},           /* one slice of one step: y stored by the warps; 4 pairs, a block each */
+        {24, 15360, 12, 15, 120},      /* 15 slices of one step, one row group */
+        {8, 32768, 4, 16, 128},        /* 16 slices of 2 steps */
+        {1000, 7168, 132, 14, 224},    /* 7 slices of one step x 2; 500 pairs: 4 a block */
+        {1048576, 4096, 205, 16, 40928}, /* 524288 pairs: 3972 a block would be over 40 KiB; 205 blocks of 2558 */
+    };
+    for (size_t i = 0; i < sizeof plans / sizeof plans[0]; i++) {
+        qc_problem p = prob(1, plans[i][0], plans[i][1], 128, W4A16_SCHEME_SYM);
+        qc_launch_dims d;
+        k->launch_dims(&p, &d);
+        CHECK(d.grid[0] == (uint32_t)plans[i][2] && d.grid[1] == 1 && d.grid[2] == 1 &&
+                  d.block[0] == 32u * (uint32_t)plans[i][3] && d.block[1] == 1 && d.block[2] == 1 &&
+                  d.shared_bytes == (uint32_t)plans[i][4] && d.shared_bytes <= 40960u,
+              "%s plan n=%lld k=%lld: grid %u x %u x %u block %u smem %u, expected %lld blocks of %lld warps and %lld "
+              "bytes", KXID, (long long)p.n, (long long)p.k, d.grid[0], d.grid[1], d.grid[2], d.block[0],
+              d.shared_bytes, (long long)plans[i][2], (long long)plans[i][3], (long long)plans[i][4]);
+        if (i < 2)
+            printf("%s: %s plan n=%lld k=%lld: %u blocks of %u warps, %u bytes of shared memory\n", TEST, KXID,
+                   (long long)p.n, (long long)p.k, d.grid[0], d.block[0] / 32, d.shared_bytes);
+    }
+    qc_launch_dims d;
+    qc_problem p2 = prob(2, 28672, 4096, 128, W4A16_SCHEME_SYM), pk = prob(1, 8, 34816, 128, W4A16_SCHEME_SYM);
+    k->launch_dims(&p2, &d);
+    CHECK(d.grid[0] == 0, "%s: m = 2 should give an empty grid", KXID);
+    k->launch_dims(&pk, &d);
+    CHECK(d.grid[0] == 0, "%s: k = 34816 (17 slices) should give an empty grid", KXID);
+    restore_env("QC_W4X", saved_off);
 }
 
 /* The reference equals the plugin's f32-x reference (w4a16.linear_sym) bit for bit and writes every output. */
@@ -466,12 +567,15 @@ int main(void) {
         descriptors(rt);
         descriptors1(rt);
         descriptors_tma(rt);
+        descriptors_xr(rt);
         references(rt, KID, 5, 384, 32);
         references(rt, K1ID, 1, 2048, 128);
         references(rt, KTID, 1, 2048, 128);
+        references(rt, KXID, 1, 2048, 128);
         compiles(rt, KID, 32);
         compiles(rt, K1ID, 0);
         compiles(rt, KTID, 0);
+        compiles(rt, KXID, 0);
         qc_runtime_close(rt);
     }
     return qc_test_finish(TEST);
