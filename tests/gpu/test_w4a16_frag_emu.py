@@ -1,4 +1,4 @@
-# test_w4a16_frag_emu.py - plugins/w4a16/w4a16_gemv_frag.c's index and fragment math (gemv_frag_sym, gemv1_sym, gemv1_tma_sym) replayed on the CPU, no GPU needed.
+# test_w4a16_frag_emu.py - plugins/w4a16/w4a16_gemv_frag.c's index and fragment math (gemv_frag_sym, gemv1_sym, gemv1_tma_sym, and cuda/gemv1_xr.cu's gemv1_xr_sym) replayed on the CPU, no GPU needed.
 # A transcription (keep it in step with the kernel): the device's R rule from the grid, W4F_BOTH's both-tiles or
 # in-turn paths, each warp's chunk slice, each lane's code loads (byte offsets into the row-major packed rows, rows
 # clamped to n - 1), its scale words and their halves, its x loads (row m - 1 past m) as B registers,
@@ -345,6 +345,116 @@ def case1(n, k, ks):
     return ok
 
 
+def pair_raw(w):
+    # xr_pair: lop3(w, 0x000F000F, 0x43004300) alone, (128 + q, 128 + q'): gemv1_xr subtracts per segment instead
+    v = lop3_ea(w, 0x000F000F, 0x43004300)
+    return (bf16_bits_to_f(v & 0xffff), bf16_bits_to_f(v >> 16))
+
+
+def xr_plan(n, k, warps_want, sms):
+    """w4x_plan_of (w4a16_gemv_frag.c): S, KS, warps a block, grid (sms SMs), shared floats a block"""
+    steps = k // 1024
+    s = 1 if steps % 2 else 2
+    if steps // s > 16:
+        return None
+    ks = steps // s
+    rg = max(1, warps_want // ks)
+    warps = rg * ks
+    pairs = n // 2
+    grid = sms * (16 // warps)
+    if ks > 1:
+        most = 40960 // (8 * ks)
+        if -(-pairs // grid) > most:
+            grid = -(-pairs // most)
+    grid = min(grid, pairs)
+    return s, ks, warps, grid, (-(-pairs // grid) * ks * 2 if ks > 1 else 0)
+
+
+def xr_warp_sum2(va, vb):
+    """xr_warp_sum2: lanes < 16 keep va and add their partner's va (the partner, an upper lane, sends it), lanes >= 16
+    likewise vb; then xor 8, 4, 2, 1"""
+    v = [(vb[l] + vb[l ^ 16]) if l & 16 else (va[l] + va[l ^ 16]) for l in range(32)]
+    for o in (8, 4, 2, 1):
+        v = [v[l] + v[l ^ o] for l in range(32)]
+    return v
+
+
+def gemv1x_block(ctx, bx, grid, warps, S, red_floats):
+    """qc_w4x_gemv1_sym's block bx of grid: warp (rg, ks) = (warp / KS, warp % KS) walks row pairs pb0 + rg + i RG
+    over its S steps from c0 = ks S, x of those steps at the lane's codes, corr = 136 x the segment's sum of x (quad
+    sum); per pair and step 8 mmas of (128 + q) pairs, diagonal minus corr, times the f16 scale, over the steps; the
+    diagonal lanes' sums over the warp (xr_warp_sum2), then y (KS 1) or the shared slice sums, added in slice order"""
+    n, k, qb, sc, xb, y = ctx
+    ng, steps, rowb = k // 128, k // 1024, k // 2
+    KS = steps // S
+    RG = warps // KS
+    P = n // 2
+    pb0, pb1 = bx * P // grid, (bx + 1) * P // grid
+    red = [float('nan')] * max(red_floats, 1)
+    for warp in range(warps):
+        ks, rg = warp % KS, warp // KS
+        mine = (pb1 - pb0 - rg + RG - 1) // RG if rg < RG and pb0 + rg < pb1 else 0
+        c0 = ks * S
+        corr = [[0.0] * S for _ in range(32)]
+        for c in range(S):
+            seg = [sum(bf16_bits_to_f(xb[(c0 + c) * 1024 + 128 * (l >> 2) + 32 * (l & 3) + i]) for i in range(32))
+                   for l in range(32)]
+            for l in range(32):
+                q0 = l & ~3
+                corr[l][c] = 136.0 * sum(seg[q0 + i] for i in range(4))
+        for i in range(mine):
+            pair_i = pb0 + rg + i * RG
+            ra = 2 * pair_i
+            ta, tb = [0.0] * 32, [0.0] * 32
+            for c in range(S):
+                part = [[0.0] * 4 for _ in range(32)]
+                off = lambda lane, j, row: row * rowb + (c0 + c) * 512 + 64 * (lane >> 2) + 16 * (lane & 3) + 4 * j
+                for j in range(4):
+                    wa = [u32_at(qb, off(l, j, ra)) for l in range(32)]
+                    wb = [u32_at(qb, off(l, j, ra + 1)) for l in range(32)]
+                    xw = [xb[(c0 + c) * 1024 + 128 * (l >> 2) + 32 * (l & 3) + 8 * j:][:8] for l in range(32)]
+                    for h in range(2):
+                        A = [[pair_raw(wa[l] >> (8 * h)), pair_raw(wb[l] >> (8 * h)), pair_raw(wa[l] >> (8 * h + 4)),
+                              pair_raw(wb[l] >> (8 * h + 4))] for l in range(32)]
+                        B = [[(bf16_bits_to_f(xw[l][4 * h]), bf16_bits_to_f(xw[l][4 * h + 1])),
+                              (bf16_bits_to_f(xw[l][4 * h + 2]), bf16_bits_to_f(xw[l][4 * h + 3]))] for l in range(32)]
+                        mma(part, A, B)
+                for l in range(32):
+                    g = l >> 2
+                    odd = g & 1
+                    da = (part[l][1] if odd else part[l][0]) - corr[l][c]
+                    db = (part[l][3] if odd else part[l][2]) - corr[l][c]
+                    ta[l] += f16_to_f(sc[ra * ng + (c0 + c) * 8 + g]) * da
+                    tb[l] += f16_to_f(sc[(ra + 1) * ng + (c0 + c) * 8 + g]) * db
+            diag = [(l & 3) == (l >> 3) for l in range(32)]
+            v = xr_warp_sum2([ta[l] if diag[l] else 0.0 for l in range(32)],
+                             [tb[l] if diag[l] else 0.0 for l in range(32)])
+            for l in (0, 16):
+                if KS == 1:
+                    y[ra + (l >> 4)] = v[l]
+                else:
+                    red[((pair_i - pb0) * KS + ks) * 2 + (l >> 4)] = v[l]
+    if KS > 1:
+        for r in range(2 * (pb1 - pb0)):
+            y[2 * pb0 + r] = sum(red[((r >> 1) * KS + s2) * 2 + (r & 1)] for s2 in range(KS))
+
+
+def case1x(n, k, warps_want, sms):
+    ctx, W, xval, y = m1_problem(n, k)
+    plan = xr_plan(n, k, warps_want, sms)
+    S, KS, warps, grid, red_floats = plan
+    for bx in range(grid):
+        gemv1x_block(ctx, bx, grid, warps, S, red_floats)
+    ref = W @ xval
+    left = int(np.isnan(y).sum())
+    mag = np.abs(W) @ np.abs(xval)
+    worst = float(np.nanmax(np.abs(y - ref) / (mag * 1e-12 + 1e-300)))
+    ok = left == 0 and worst <= 1.0
+    print("test_w4a16_frag_emu: gemv1_xr n=%3d k=%4d S=%d KS=%d warps=%2d grid=%d: %s, worst |d|/(1e-12 sum|xw|) %.3g%s" %
+          (n, k, S, KS, warps, grid, "ok" if ok else "FAIL", worst, "" if left == 0 else ", %d outputs unwritten" % left))
+    return ok
+
+
 W4T_W, W4T_NS = 8, 8  # w4a16_gemv_frag.c's W4T_W, W4T_NS
 
 
@@ -495,7 +605,12 @@ cases1 = [(8, 1024, 1), (6, 2048, 2), (5, 3072, 2), (12, 3072, 4), (3, 1024, 1)]
 # w4a16.gemv1_tma_sym: blocks of several stages and a short last block (n 38: 12 rows a block, the last 2), one
 # block, blocks of one stage, 1-3 steps of 512 bytes a row
 cases1t = [(38, 1024, 4), (40, 2048, 1), (12, 3072, 3), (26, 1024, 2)]
+# w4a16.gemv1_xr_sym: one step a slice (odd step counts: 1, 3) and two (2, 4 steps), KS 1-2, row groups of 1 to 16
+# warps, pairs that do not divide among blocks (grid from 2 or 3 "SMs") or among row groups, idle row groups
+cases1x = [(8, 1024, 16, 2), (40, 3072, 16, 3), (24, 2048, 4, 2), (56, 4096, 16, 2), (30, 4096, 2, 3)]
 bad = 0
+for c in cases1x:
+    bad += 0 if case1x(*c) else 1
 bad += 0 if ring_cases() else 1
 for c in cases1t:
     bad += 0 if case1t(*c) else 1
@@ -503,5 +618,5 @@ for c in cases:
     bad += 0 if case(*c) else 1
 for c in cases1:
     bad += 0 if case1(*c) else 1
-print("test_w4a16_frag_emu: %d of %d cases out of tolerance" % (bad, len(cases) + len(cases1) + len(cases1t) + 1))
+print("test_w4a16_frag_emu: %d of %d cases out of tolerance" % (bad, len(cases) + len(cases1) + len(cases1t) + len(cases1x) + 1))
 sys.exit(1 if bad else 0)
