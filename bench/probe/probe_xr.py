@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""probe_xr.py - w4a16.gemv1_xr_sym (plugins/w4a16/cuda/gemv1_xr.cu: x held in registers, 5 instructions a word of
-codes) in build variants against the plugin's gemv1_sym and gemv1_tma_sym (dumped by dump_w4f.sh) at m = 1 on the
+"""probe_xr.py - w4a16.gemv1_xr_sym (plugins/common/cuda/gemv1_xr.cuh + plugins/w4a16/cuda/gemv1_xr.cu: x held in
+registers, 7 instructions a word of codes) in build variants against the plugin's gemv1_sym and gemv1_tma_sym (dumped by dump_w4f.sh) at m = 1 on the
 four Llama-3-8B shapes.  Every kernel's y is poisoned with NaN, then checked element by element against a float64
 product of the dequantized weights: |y - exact| <= (k + 1) 2^-23 sum |x| |w| (test_gpu_w4a16_frag's bound), on two
 weight copies.  Then us per launch back to back in a CUDA graph over weight copies > L2, and after a 256 MiB memset.
@@ -16,7 +16,8 @@ SMS = torch.cuda.get_device_properties(0).multi_processor_count
 ROOT = os.path.join(HERE, "..", "..")
 GRID_DEP = ('__device__ __forceinline__ void qc_grid_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }\n'
             '__device__ __forceinline__ void qc_grid_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }\n')
-XR_SRC = GRID_DEP + open(os.path.join(ROOT, "plugins/w4a16/cuda/gemv1_xr.cu")).read()
+XR_SRC = GRID_DEP + open(os.path.join(ROOT, "plugins/common/cuda/gemv1_xr.cuh")).read() + \
+    open(os.path.join(ROOT, "plugins/w4a16/cuda/gemv1_xr.cu")).read()
 open("/tmp/xr_src.cu", "w").write(XR_SRC)
 VARS = json.loads(os.environ.get("VARS", "null")) or [
     [2, 0, 0, 16], [3, 0, 0, 16], [2, 1, 0, 16], [2, 0, 1, 16], [3, 0, 1, 16], [2, 0, 0, 8], [3, 0, 0, 8], [3, 1, 0, 16]]
@@ -36,14 +37,15 @@ PERM = torch.tensor([0, 4, 1, 5, 2, 6, 3, 7], device="cuda")  # element i of a w
 
 
 def xr_plan(n, k, wb):
-    """the host plan of gemv1_xr (w4a16_gemv_frag.c's w4x_dims): blockDim, gridDim, shared bytes"""
+    """the host plan of gemv1_xr (plugins/common/qc_gemv1_xr_plan.h, without its shared-memory cap, which these
+    shapes do not reach): gridDim, blockDim, shared bytes"""
     steps = k // 1024
     s = 1 if steps % 2 else 2
     ks = steps // s
     rg = max(1, wb // ks)
     warps = rg * ks
     per_sm = max(1, 16 // warps)
-    pairs = n // 2
+    pairs = (n + 1) // 2
     grid = min(pairs, SMS * per_sm)
     smem = math.ceil(pairs / grid) * ks * 2 * 4 if ks > 1 else 0
     return grid, 32 * warps, smem

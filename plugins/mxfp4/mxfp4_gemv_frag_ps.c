@@ -6,6 +6,8 @@
 
 #include "../common/qc_env_opts.h"
 #include "../common/qc_gemv1_plan.h"
+#include "../common/qc_gemv1_xr_plan.h"
+#include "mxfp4_cuda_src.h"
 #include "../common/qc_tma_pipe_src.h"
 #include "mxfp4_cuda.h"
 
@@ -702,9 +704,62 @@ static int mxg_eligible(const qc_problem *p, qc_reason *why) {
     return 1;
 }
 
+/* ---- mxfp4.gemv1_xr: m = 1, K % 1024, x held in registers (plugins/common/cuda/gemv1_xr.cuh, cuda/gemv1_xr.cu) ---- */
+
+static int g_mxx_warps = QC_XR_WARPS; /* QC_MXX_WARPS, read at registration */
+
+static void mxx_dims(const qc_problem *p, qc_launch_dims *d) { qc_xr_dims(p, g_mxx_warps, d); }
+
+static int mxx_eligible(const qc_problem *p, qc_reason *why) {
+    static const char id[] = "mxfp4.gemv1_xr";
+    const char *off = getenv("QC_MXX");
+    if (off && strcmp(off, "off") == 0) {
+        mxfp4_why(why, "off", "%s is switched off (QC_MXX=off)", id);
+        return 0;
+    }
+    if (!mxfp4_frag_eligible(id, p, why)) return 0;
+    if (p->k % 1024) {
+        mxfp4_why(why, "align_k", "%s streams K in 512-byte runs (1024 codes), layer has K=%lld (mxfp4.gemv_frag_ps "
+                  "takes K %% 128 == 0)", id, (long long)p->k);
+        return 0;
+    }
+    qc_xr_plan pl;
+    if (!qc_xr_plan_of(p->n, p->k, g_mxx_warps, &pl)) {
+        mxfp4_why(why, "k_range", "%s gives each of at most %d warps one or two 512-byte steps of K: K=%lld has %lld "
+                  "(mxfp4.gemv1 takes it)", id, QC_XR_MAX_WARPS, (long long)p->k, (long long)(p->k / 1024));
+        return 0;
+    }
+    return 1;
+}
+
 qc_status mxfp4_gemv1_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void)) {
-    /* mxfp4.gemv1_tma first: the same M range, so registration order puts it ahead where it is eligible (sm_90,
-     * long layers) */
+    /* mxfp4.gemv1_xr first, then mxfp4.gemv1_tma: the same M range, so registration order puts them ahead where
+     * they are eligible.  QC_MXX_OPTS: -D options of gemv1_xr (XR_D, XR_PF, XR_TRIGGER); QC_MXX_WARPS: its warps a
+     * block */
+    static char mxx_buf[8][QC_ENV_OPT_LEN];
+    static const char *mxx_list[10];
+    const int mxx_n = qc_env_defines("mxfp4", "QC_MXX_OPTS", mxx_buf, 8);
+    g_mxx_warps = qc_env_int("mxfp4", "QC_MXX_WARPS", 1, QC_XR_MAX_WARPS, QC_XR_WARPS);
+    qc_kernel_desc dx = {
+        .struct_size = sizeof dx,
+        .id = "mxfp4.gemv1_xr",
+        .format = "mxfp4",
+        .phases = QC_PHASE_ANY,
+        .m_min = 1,
+        .m_max = 1,
+        .arch = {80, QC_SM_ANY}, /* mma.sync bf16 and bf16x2 fma: sm_80 */
+        .n_params = MX_BX_NPARAMS,
+        .params = MX_BX_PARAMS,
+        .reference = bx_ref,
+        .cuda_source = MXX_SRC,
+        .cuda_entry = "qc_mxfp4_gemv1_xr",
+        .launch_dims = mxx_dims,
+        .eligible = mxx_eligible,
+        .nvrtc_options = mxx_n ? qc_env_option_list(NULL, mxx_buf, mxx_n, mxx_list) : NULL,
+        .flags = QC_KERNEL_GRID_DEP, /* the first row pairs' codes and scales load before qc_grid_wait */
+    };
+    qc_status sx = api->register_kernel(host, &dx);
+    if (sx != QC_OK) return sx;
     static char mxt_buf[32]; /* QC_MXT_TRIGGER=0..2 (A/B runs): the kernel's MXT_TRIGGER */
     static const char *mxt_list[2];
     const char *const *mxt_opts =

@@ -5,6 +5,7 @@
 
 #include "../common/qc_env_opts.h"
 #include "../common/qc_gemv1_plan.h"
+#include "../common/qc_gemv1_xr_plan.h"
 #include "../common/qc_tma_pipe_src.h"
 #include "w4a16_cuda_src.h"
 #include "w4a16_impl.h"
@@ -790,58 +791,16 @@ static int w4t_el_sym(const qc_problem *p, qc_reason *why) {
 
 /* ---- w4a16.gemv1_xr_sym ---- */
 /*
- * w4a16.gemv1_xr_sym (cuda/gemv1_xr.cu says how): gemv1's fragments and its weight conditions (sym, g128,
- * K % 1024), with each warp holding x of its K slice in registers for all of its rows, and 7 instructions a word
- * of codes instead of 11 (the per-weight bf16 subtract becomes one per-segment correction from x).  A block is
- * RG row groups x KS K slices (S = 2 steps of 512 bytes a slice when the step count is even, else 1; KS = steps /
- * S, at most 16), over row pairs b P / G .. (b + 1) P / G; the slices' sums meet in shared memory in slice order.
+ * w4a16.gemv1_xr_sym (plugins/common/cuda/gemv1_xr.cuh and cuda/gemv1_xr.cu say how): gemv1's fragments and
+ * its weight conditions (sym, g128, K % 1024), with each warp holding x of its K slice in registers for all of its
+ * rows, and 7 instructions a word of codes instead of 11 (the per-weight bf16 subtract becomes one per-segment
+ * correction from x).  A block is RG row groups x KS K slices (S = 2 steps of 512 bytes a slice when the step
+ * count is even, else 1; KS = steps / S, at most 16), over row pairs b P / G .. (b + 1) P / G; the slices' sums
+ * meet in shared memory in slice order.  The launch: plugins/common/qc_gemv1_xr_plan.h.
  */
-#define W4X_SMS 132        /* an H100 / H200: one wave of blocks */
-#define W4X_WARPS 16       /* warps wanted a block (QC_W4X_WARPS; 8 gives two blocks an SM) */
-#define W4X_MAX_WARPS 16   /* the kernel's __launch_bounds__(512, 1): 128 registers */
-#define W4X_RED_MAX 40960  /* shared bytes of a block's slice sums at most: more blocks past that */
+static int g_w4x_warps = QC_XR_WARPS; /* QC_W4X_WARPS, read at registration */
 
-static int g_w4x_warps = W4X_WARPS; /* read at registration */
-
-typedef struct w4x_plan {
-    int s, ks, warps;
-    int64_t grid;
-    uint32_t smem;
-} w4x_plan;
-
-/* 1 and the launch when the kernel takes (n, k): k % 1024 == 0 and at most 16 slices; the device derives S, KS
- * and RG from k and blockDim the same way */
-static int w4x_plan_of(int64_t n, int64_t k, w4x_plan *p) {
-    memset(p, 0, sizeof *p);
-    if (n < 2 || k < 1024 || k % 1024) return 0;
-    const int64_t steps = k / 1024;
-    p->s = steps % 2 ? 1 : 2;
-    if (steps / p->s > W4X_MAX_WARPS) return 0;
-    p->ks = (int)(steps / p->s);
-    const int rg = g_w4x_warps / p->ks > 1 ? g_w4x_warps / p->ks : 1;
-    p->warps = rg * p->ks;
-    const int64_t pairs = n / 2;
-    int64_t grid = (int64_t)W4X_SMS * (W4X_MAX_WARPS / p->warps);
-    if (p->ks > 1) {
-        const int64_t most = W4X_RED_MAX / (8 * p->ks); /* row pairs a block */
-        if ((pairs + grid - 1) / grid > most) grid = (pairs + most - 1) / most;
-    }
-    if (grid > pairs) grid = pairs;
-    p->grid = grid;
-    p->smem = p->ks > 1 ? (uint32_t)((pairs + grid - 1) / grid * p->ks * 8) : 0u;
-    return 1;
-}
-
-static void w4x_dims(const qc_problem *p, qc_launch_dims *d) {
-    memset(d, 0, sizeof *d);
-    w4x_plan pl;
-    if (p->m != 1 || !w4x_plan_of(p->n, p->k, &pl) || pl.grid > 0x7fffffffLL) return;
-    d->grid[0] = (uint32_t)pl.grid;
-    d->grid[1] = d->grid[2] = 1;
-    d->block[0] = 32u * (uint32_t)pl.warps;
-    d->block[1] = d->block[2] = 1;
-    d->shared_bytes = pl.smem;
-}
+static void w4x_dims(const qc_problem *p, qc_launch_dims *d) { qc_xr_dims(p, g_w4x_warps, d); }
 
 static int w4x_el_sym(const qc_problem *p, qc_reason *why) {
     static const char id[] = "w4a16.gemv1_xr_sym";
@@ -851,10 +810,10 @@ static int w4x_el_sym(const qc_problem *p, qc_reason *why) {
         return 0;
     }
     if (!w4g_shape_ok(id, p, why)) return 0;
-    w4x_plan pl;
-    if (!w4x_plan_of(p->n, p->k, &pl)) {
+    qc_xr_plan pl;
+    if (!qc_xr_plan_of(p->n, p->k, g_w4x_warps, &pl)) {
         w4_why(why, "k_range", "%s gives each of at most %d warps one or two 512-byte steps of K: K=%lld has %lld "
-               "(w4a16.gemv1_sym takes it)", id, W4X_MAX_WARPS, (long long)p->k, (long long)(p->k / 1024));
+               "(w4a16.gemv1_sym takes it)", id, QC_XR_MAX_WARPS, (long long)p->k, (long long)(p->k / 1024));
         return 0;
     }
     return 1;
@@ -908,7 +867,7 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
     static const char *w4x_list[10];
     const int w4x_n = qc_env_defines("w4a16", "QC_W4X_OPTS", w4x_buf, 8);
     const char *const *w4x_opts = w4x_n ? qc_env_option_list(NULL, w4x_buf, w4x_n, w4x_list) : NULL;
-    g_w4x_warps = qc_env_int("w4a16", "QC_W4X_WARPS", 1, W4X_MAX_WARPS, W4X_WARPS);
+    g_w4x_warps = qc_env_int("w4a16", "QC_W4X_WARPS", 1, QC_XR_MAX_WARPS, QC_XR_WARPS);
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         d.id = rows[i].id;
         d.m_max = rows[i].m_max;

@@ -423,6 +423,23 @@ int main(int argc, char **argv) {
                 run_case(&c, g1, 1, 64, 2048, W_NANBLK, 0);
                 run_case(&c, g1, 1, 64, 1024, W_SUBN, 0);
                 run_case(&c, g1, 1, 40, 4096, W_HUGE, 0);
+                /* mxfp4.gemv1_xr (m = 1, k % 1024, at most 16 K slices): n = 1 and odd n (an odd last pair reads
+                 * its row twice), one or two steps a slice (3, 5, 7 / 2, 4, 14 steps), 16 slices (k 32768), tiny,
+                 * NaN, subnormal and huge scale bytes (the rare path's warp vote) */
+                static const char gx[] = "mxfp4.gemv1_xr";
+                run_case(&c, gx, 1, 1, 1024, W_NORMAL, 0);
+                run_case(&c, gx, 1, 77, 3072, W_NORMAL, 0);
+                run_case(&c, gx, 1, 4097, 2048, W_NORMAL, 0);
+                run_case(&c, gx, 1, 264, 14336, W_NORMAL, 0);
+                run_case(&c, gx, 1, 28672, 4096, W_NORMAL, 0);
+                run_case(&c, gx, 1, 999, 7168, W_NORMAL, 0);
+                run_case(&c, gx, 1, 1000, 5120, W_NORMAL, 0);
+                run_case(&c, gx, 1, 9, 32768, W_NORMAL, 0);
+                run_case(&c, gx, 1, 96, 1024, W_TINY, 0);
+                run_case(&c, gx, 1, 64, 2048, W_NANBLK, 0);
+                run_case(&c, gx, 1, 64, 1024, W_SUBN, 0);
+                run_case(&c, gx, 1, 40, 4096, W_HUGE, 0);
+                run_case(&c, gx, 1, 40, 5120, W_HUGE, 0);
                 /* mxfp4.gemv1_tma (sm_90; run here whatever its n_range refusal says: the descriptor's plan is
                  * launched directly): n = 1 and odd n (a short last stage and block), rings that wrap (28672: 28
                  * stages a block over 8 slots; 65536: 63), 1 to 5 steps a row, tiny, NaN, subnormal and huge scale
@@ -550,8 +567,11 @@ int main(int argc, char **argv) {
                                fk_ids[j], gemv, names[sh], (long long)shapes[sh][0], (long long)shapes[sh][1], r[0],
                                r[1], r[2], r[3]);
                     }
-                /* mxfp4.gemv1 at M = 1 beside the GEMVs it replaces there, and mxfp4.gemv1_tma on gate_up */
+                /* mxfp4.gemv1_xr and mxfp4.gemv1 at M = 1 beside the GEMVs they replace there, and mxfp4.gemv1_tma
+                 * on gate_up */
                 for (size_t sh = 0; sh < 4; sh++) {
+                    run_case(&c, "mxfp4.gemv1_xr", 1, shapes[sh][0], shapes[sh][1], W_NORMAL, 50);
+                    printf("%s: US mxfp4.gemv1_xr %s M=1 %.2f\n", TEST, names[sh], last_us);
                     run_case(&c, "mxfp4.gemv1", 1, shapes[sh][0], shapes[sh][1], W_NORMAL, 50);
                     printf("%s: US mxfp4.gemv1 %s M=1 %.2f (mxfp4.gemv_frag_ps %.2f, mxfp4.gemv %.2f)\n", TEST,
                            names[sh], last_us, tus[sh][0][2], tus[sh][0][0]);

@@ -75,13 +75,15 @@ static void descriptors(qc_runtime *rt, const kinfo *ki) {
             for (uint32_t sm = 80; sm <= 90; sm += 10) {
                 qc_problem p = prob(sm, m, shapes[i][0], shapes[i][1]);
                 const qc_kernel_desc *sel = NULL;
-                /* mxfp4.gemv1 at m = 1 with k % 1024 == 0 (narrowest M range; mxfp4.gemv1_tma instead on sm_90
-                 * for k <= 5120), else mxfp4.gemv_frag_ps (registered first: faster than both others
+                /* mxfp4.gemv1_xr at m = 1 with k % 1024 == 0 (narrowest M range, registered first; with QC_MXX=off
+                 * mxfp4.gemv1, or mxfp4.gemv1_tma on sm_90 for k <= 5120), else mxfp4.gemv_frag_ps (registered first: faster than both others
                  * on the H200), then mxfp4.gemv, mxfp4.gemv_frag */
                 const int tma = sm >= 90 && p.k <= 5120 && !getenv("QC_MXT") && !getenv("QC_MXT_MIN_N");
-                const qc_kernel_desc *want = m == 1 && p.k % 1024 == 0
-                                                 ? qc_kernel_find(rt, tma ? "mxfp4.gemv1_tma" : "mxfp4.gemv1")
-                                                 : kp;
+                const int xr = !getenv("QC_MXX"); /* mxfp4.gemv1_xr, registered first, takes every m = 1 here */
+                const qc_kernel_desc *want =
+                    m == 1 && p.k % 1024 == 0
+                        ? qc_kernel_find(rt, xr ? "mxfp4.gemv1_xr" : tma ? "mxfp4.gemv1_tma" : "mxfp4.gemv1")
+                        : kp;
                 CHECK(qc_select_format(rt, f, &p, 1, &sel, &why) && sel == want,
                       "sm_%u m=%lld %lldx%lld chose %s", sm, (long long)m, (long long)p.n, (long long)p.k,
                       sel ? sel->id : why.text);
@@ -419,9 +421,11 @@ static void gemv1_checks(qc_runtime *rt) {
     setenv("QC_MXG", "off", 1);
     expect_refused(k, f, prob(90, 1, 4096, 4096), "off");
     const qc_kernel_desc *sel = NULL;
-    qc_problem po = prob(90, 1, 4096, 14336); /* down: mxfp4.gemv1_tma does not fit */
+    qc_problem po = prob(90, 1, 4096, 14336); /* down: mxfp4.gemv1_tma does not fit; mxfp4.gemv1_xr switched off */
+    setenv("QC_MXX", "off", 1);
     CHECK(qc_select_format(rt, f, &po, 1, &sel, &why) && sel == qc_kernel_find(rt, "mxfp4.gemv_frag_ps"),
           "QC_MXG=off: m=1 chose %s", sel ? sel->id : why.text);
+    unsetenv("QC_MXX");
     if (saved) setenv("QC_MXG", saved, 1);
     else unsetenv("QC_MXG");
     free(saved);
@@ -506,8 +510,10 @@ static void gemv1_tma_checks(qc_runtime *rt) {
     expect_refused(k, f, prob(90, 1, 28672, 4096), "off");
     const qc_kernel_desc *sel = NULL;
     qc_problem po = prob(90, 1, 28672, 4096);
+    setenv("QC_MXX", "off", 1); /* mxfp4.gemv1_xr, registered first, takes it otherwise */
     CHECK(qc_select_format(rt, f, &po, 1, &sel, &why) && sel == qc_kernel_find(rt, "mxfp4.gemv1"),
           "QC_MXT=off: gate_up m=1 chose %s", sel ? sel->id : why.text);
+    unsetenv("QC_MXX");
     unsetenv("QC_MXT");
     setenv("QC_MXT_MIN_N", "1", 1); /* the tests' switch: short layers too */
     qc_problem p1 = prob(90, 1, 8, 1024);
