@@ -712,9 +712,10 @@ static void mxx_dims(const qc_problem *p, qc_launch_dims *d) { qc_xr_dims(p, g_m
 
 static int mxx_eligible(const qc_problem *p, qc_reason *why) {
     static const char id[] = "mxfp4.gemv1_xr";
-    const char *off = getenv("QC_MXX");
-    if (off && strcmp(off, "off") == 0) {
-        mxfp4_why(why, "off", "%s is switched off (QC_MXX=off)", id);
+    const char *on = getenv("QC_MXX"); /* opt-in: measured slower than gemv1 / gemv1_tma (session 23) */
+    if (!on || strcmp(on, "on") != 0) {
+        mxfp4_why(why, "off", "%s is opt-in (QC_MXX=on): on the H100 its decode step was 3%% slower than with "
+                  "gemv1_tma / gemv1 (docs/perf.md, session 23)", id);
         return 0;
     }
     if (!mxfp4_frag_eligible(id, p, why)) return 0;
@@ -733,8 +734,8 @@ static int mxx_eligible(const qc_problem *p, qc_reason *why) {
 }
 
 qc_status mxfp4_gemv1_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void)) {
-    /* mxfp4.gemv1_xr first, then mxfp4.gemv1_tma: the same M range, so registration order puts them ahead where
-     * they are eligible.  QC_MXX_OPTS: -D options of gemv1_xr (XR_D, XR_PF, XR_TRIGGER); QC_MXX_WARPS: its warps a
+    /* mxfp4.gemv1_xr first (only with QC_MXX=on), then mxfp4.gemv1_tma: the same M range, so registration order
+     * puts them ahead where they are eligible.  QC_MXX_OPTS: -D options of gemv1_xr (XR_D, XR_PF, XR_TRIGGER); QC_MXX_WARPS: its warps a
      * block */
     static char mxx_buf[8][QC_ENV_OPT_LEN];
     static const char *mxx_list[10];

@@ -804,9 +804,10 @@ static void w4x_dims(const qc_problem *p, qc_launch_dims *d) { qc_xr_dims(p, g_w
 
 static int w4x_el_sym(const qc_problem *p, qc_reason *why) {
     static const char id[] = "w4a16.gemv1_xr_sym";
-    const char *off = getenv("QC_W4X");
-    if (off && strcmp(off, "off") == 0) {
-        w4_why(why, "off", "%s is switched off (QC_W4X=off)", id);
+    const char *on = getenv("QC_W4X"); /* opt-in: measured slower than gemv1 / gemv1_tma (session 23) */
+    if (!on || strcmp(on, "on") != 0) {
+        w4_why(why, "off", "%s is opt-in (QC_W4X=on): on the H100 it ran 2-26%% slower than gemv1_tma / gemv1 "
+               "(docs/perf.md, session 23)", id);
         return 0;
     }
     if (!w4g_shape_ok(id, p, why)) return 0;
@@ -844,7 +845,8 @@ qc_status w4_register_frag_kernels(const qc_host_api *api, qc_host *host) {
         .flags = QC_KERNEL_GRID_DEP,
     };
     /* what differs; the m = 1 GEMVs first: the engine ranks the narrower M range first, so they take batch-1 decode
-     * where they are eligible, in registration order: gemv1_xr, then gemv1_tma (sm_90 only), then gemv1 */
+     * where they are eligible, in registration order: gemv1_xr (only with QC_W4X=on), then gemv1_tma (sm_90 only),
+     * then gemv1 */
     static const struct {
         const char *id, *source, *entry;
         int64_t m_max;

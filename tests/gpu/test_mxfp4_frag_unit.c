@@ -75,11 +75,12 @@ static void descriptors(qc_runtime *rt, const kinfo *ki) {
             for (uint32_t sm = 80; sm <= 90; sm += 10) {
                 qc_problem p = prob(sm, m, shapes[i][0], shapes[i][1]);
                 const qc_kernel_desc *sel = NULL;
-                /* mxfp4.gemv1_xr at m = 1 with k % 1024 == 0 (narrowest M range, registered first; with QC_MXX=off
-                 * mxfp4.gemv1, or mxfp4.gemv1_tma on sm_90 for k <= 5120), else mxfp4.gemv_frag_ps (registered first: faster than both others
+                /* mxfp4.gemv1 at m = 1 with k % 1024 == 0 (narrowest M range; mxfp4.gemv1_tma instead on sm_90
+                 * for k <= 5120; mxfp4.gemv1_xr ahead of both with QC_MXX=on), else mxfp4.gemv_frag_ps (registered first: faster than both others
                  * on the H200), then mxfp4.gemv, mxfp4.gemv_frag */
                 const int tma = sm >= 90 && p.k <= 5120 && !getenv("QC_MXT") && !getenv("QC_MXT_MIN_N");
-                const int xr = !getenv("QC_MXX"); /* mxfp4.gemv1_xr, registered first, takes every m = 1 here */
+                const char *mxx = getenv("QC_MXX"); /* mxfp4.gemv1_xr: opt-in, registered first */
+                const int xr = mxx && strcmp(mxx, "on") == 0;
                 const qc_kernel_desc *want =
                     m == 1 && p.k % 1024 == 0
                         ? qc_kernel_find(rt, xr ? "mxfp4.gemv1_xr" : tma ? "mxfp4.gemv1_tma" : "mxfp4.gemv1")
@@ -421,8 +422,8 @@ static void gemv1_checks(qc_runtime *rt) {
     setenv("QC_MXG", "off", 1);
     expect_refused(k, f, prob(90, 1, 4096, 4096), "off");
     const qc_kernel_desc *sel = NULL;
-    qc_problem po = prob(90, 1, 4096, 14336); /* down: mxfp4.gemv1_tma does not fit; mxfp4.gemv1_xr switched off */
-    setenv("QC_MXX", "off", 1);
+    qc_problem po = prob(90, 1, 4096, 14336); /* down: mxfp4.gemv1_tma does not fit; mxfp4.gemv1_xr is opt-in */
+    unsetenv("QC_MXX");
     CHECK(qc_select_format(rt, f, &po, 1, &sel, &why) && sel == qc_kernel_find(rt, "mxfp4.gemv_frag_ps"),
           "QC_MXG=off: m=1 chose %s", sel ? sel->id : why.text);
     unsetenv("QC_MXX");
@@ -510,7 +511,7 @@ static void gemv1_tma_checks(qc_runtime *rt) {
     expect_refused(k, f, prob(90, 1, 28672, 4096), "off");
     const qc_kernel_desc *sel = NULL;
     qc_problem po = prob(90, 1, 28672, 4096);
-    setenv("QC_MXX", "off", 1); /* mxfp4.gemv1_xr, registered first, takes it otherwise */
+    unsetenv("QC_MXX"); /* mxfp4.gemv1_xr (opt-in, registered first) takes it when on */
     CHECK(qc_select_format(rt, f, &po, 1, &sel, &why) && sel == qc_kernel_find(rt, "mxfp4.gemv1"),
           "QC_MXT=off: gate_up m=1 chose %s", sel ? sel->id : why.text);
     unsetenv("QC_MXX");
@@ -566,6 +567,77 @@ static void gemv1_tma_checks(qc_runtime *rt) {
     nv_rm_rf(tmp);
 }
 
+/* mxfp4.gemv1_xr: opt-in (QC_MXX=on), sm_80+, m = 1, k % 1024 with at most 16 K slices; with it on the engine's
+ * pick at m = 1 on the Llama-3-8B shapes; its reference, and sm_80 / sm_90a builds without spills. */
+static void gemv1_xr_checks(qc_runtime *rt) {
+    static const char ID[] = "mxfp4.gemv1_xr";
+    const qc_format_desc *f = qc_format_find(rt, "mxfp4");
+    const qc_kernel_desc *k = qc_kernel_find(rt, ID);
+    CHECK(f && k, "%s not loaded", ID);
+    if (!f || !k) return;
+    CHECK(k->m_min == 1 && k->m_max == 1 && k->arch.min_sm == 80 && (k->flags & QC_KERNEL_GRID_DEP),
+          "%s: M [%lld, %lld] arch %u flags 0x%x", ID, (long long)k->m_min, (long long)k->m_max, k->arch.min_sm,
+          k->flags);
+    const char *old = getenv("QC_MXX");
+    char *saved = old ? strdup(old) : NULL;
+    qc_reason why;
+    unsetenv("QC_MXX");
+    expect_refused(k, f, prob(90, 1, 4096, 4096), "off"); /* the default */
+    setenv("QC_MXX", "on", 1);
+    static const int64_t ok[][2] = {{4096, 4096}, {6144, 4096}, {28672, 4096}, {4096, 14336}, {1000, 5120}, {8, 32768}};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        for (uint32_t sm = 80; sm <= 90; sm += 10) {
+            qc_problem p = prob(sm, 1, ok[i][0], ok[i][1]);
+            const qc_kernel_desc *sel = NULL;
+            CHECK(qc_select_format(rt, f, &p, 1, &sel, &why) && sel == k, "QC_MXX=on sm_%u m=1 %lldx%lld chose %s",
+                  sm, (long long)p.n, (long long)p.k, sel ? sel->id : why.text);
+        }
+    expect_refused(k, f, prob(90, 1, 4096, 1152), "align_k");
+    expect_refused(k, f, prob(90, 1, 8, 34816), "k_range"); /* 34 steps: 17 slices */
+    expect_refused(k, f, prob(90, 1, 8, 17408), "k_range"); /* 17 steps: 17 slices of one */
+    expect_refused(k, f, prob(90, 2, 4096, 4096), "m_range");
+    expect_refused(k, f, prob(75, 1, 4096, 4096), "arch");
+    qc_launch_dims d;
+    qc_problem pg = prob(90, 1, 28672, 4096);
+    k->launch_dims(&pg, &d);
+    CHECK(d.grid[0] == 132 && d.block[0] == 512 && d.shared_bytes == 1744, "%s plan gate_up: grid %u block %u smem %u",
+          ID, d.grid[0], d.block[0], d.shared_bytes);
+    /* 39 pairs (the last one row: the kernel takes odd n, run directly by test_gpu_mxfp4), 3 slices of one step x 5
+       row groups */
+    qc_problem po = prob(90, 1, 77, 3072);
+    k->launch_dims(&po, &d);
+    CHECK(d.grid[0] == 39 && d.block[0] == 480 && d.shared_bytes == 24, "%s plan n=77 k=3072: grid %u block %u smem %u",
+          ID, d.grid[0], d.block[0], d.shared_bytes);
+    if (saved) setenv("QC_MXX", saved, 1);
+    else unsetenv("QC_MXX");
+    free(saved);
+    references(rt, ID);
+    char *tmp = nv_tmpdir();
+    int skip = 0;
+    qc_nvrtc *nv = tmp ? nv_open_or_skip(TEST, tmp, &skip) : NULL;
+    if (!nv) {
+        CHECK(skip, "NVRTC is required here");
+        if (tmp) nv_rm_rf(tmp);
+        return;
+    }
+    static const char *const opts[] = {"--ptxas-options=-v", NULL};
+    for (int t = 0; t < 2; t++) {
+        qc_cubin c;
+        qc_status st = qc_nvrtc_compile(nv, ID, k->cuda_source, k->cuda_entry, opts, t ? 90 : 80, t, &c, &why);
+        CHECK(st == QC_OK, "%s for sm_%d: %s: %s", ID, t ? 90 : 80, why.code, why.text);
+        if (st != QC_OK) continue;
+        int regs, spill;
+        char *log = nv_ptxas_report(tmp, &c, "qc_mxfp4_gemv1_xr", TEST, &regs, &spill);
+        CHECK(log && spill == 0 && regs > 0 && regs <= 128, "%s %s: %d registers, %d bytes spilled", ID, c.target,
+              regs, spill);
+        printf("%s: %s for %s: %d registers, no spills\n", TEST, ID, c.target, regs);
+        free(log);
+        qc_cubin_free(&c);
+    }
+    qc_nvrtc_destroy(nv);
+    nv_rm_rf(tmp);
+}
+
 int main(void) {
     qc_set_log_level(QC_LOG_ERROR);
     char err[512];
@@ -581,6 +653,7 @@ int main(void) {
         }
         gemv1_checks(rt);
         gemv1_tma_checks(rt);
+        gemv1_xr_checks(rt);
         qc_runtime_close(rt);
     }
     return qc_test_finish(TEST);

@@ -161,12 +161,12 @@ static void descriptors1(qc_runtime *rt) {
     setenv("QC_W4G", "off", 1); /* the A/B switch */
     expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM), "off");
     restore_env("QC_W4G", saved);
-    /* with gemv1_xr off, batch-1 decode picks it (narrowest M range) where gemv1_tma does not fit (down); K % 1024
+    /* with gemv1_xr off (the default), batch-1 decode picks it (narrowest M range) where gemv1_tma does not fit (down); K % 1024
        != 0 falls back to the fragment GEMV */
     const qc_kernel_desc *sel = NULL;
     qc_problem ps = prob(1, 4096, 14336, 128, W4A16_SCHEME_SYM);
     save_env("QC_W4X", &saved);
-    setenv("QC_W4X", "off", 1); /* gemv1_xr, registered first, takes it otherwise */
+    unsetenv("QC_W4X"); /* gemv1_xr (opt-in, registered first) takes it when on */
     CHECK(qc_select_format(rt, f, &ps, 1, &sel, &why) && sel && strcmp(sel->id, K1ID) == 0, "GPU m=1 sym chose %s",
           sel ? sel->id : why.text);
     restore_env("QC_W4X", saved);
@@ -248,11 +248,11 @@ static void descriptors_tma(qc_runtime *rt) {
     qc_problem pj = prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM);
     CHECK(qc_select_kernel(k, f, &pj, 1, &why), "%s with QC_W4T_MIN_N=junk refused: %s", KTID, why.text);
     unsetenv("QC_W4T_MIN_N");
-    /* the engine's pick at m = 1 with gemv1_xr off: qkv, o and gate_up take it on sm_90, gemv1 on sm_80 and for
-       down */
+    /* the engine's pick at m = 1 with gemv1_xr off (the default): qkv, o and gate_up take it on sm_90, gemv1 on
+       sm_80 and for down */
     char *saved_x;
     save_env("QC_W4X", &saved_x);
-    setenv("QC_W4X", "off", 1);
+    unsetenv("QC_W4X");
     static const struct {
         int64_t n, k;
         uint32_t sm;
@@ -295,8 +295,8 @@ static void descriptors_tma(qc_runtime *rt) {
 }
 
 /* w4a16.gemv1_xr_sym: sm_80+ and m = 1, gemv1's weight conditions, at most 16 K slices of one or two 512-byte steps
- * (k up to 32768 with an even step count, 15360 with an odd one); the engine's pick at m = 1 on every Llama-3-8B
- * shape on sm_80 and sm_90; the plan: blocks of RG x KS warps (16 wanted), one wave of them, at most one a row pair,
+ * (k up to 32768 with an even step count, 15360 with an odd one); opt-in (QC_W4X=on), and then the engine's pick
+ * at m = 1 on every Llama-3-8B shape on sm_80 and sm_90; the plan: blocks of RG x KS warps (16 wanted), one wave of them, at most one a row pair,
  * the slices' sums in shared memory (capped: more blocks past 40 KiB). */
 static void descriptors_xr(qc_runtime *rt) {
     const qc_format_desc *f = qc_format_find(rt, "w4a16");
@@ -310,7 +310,7 @@ static void descriptors_xr(qc_runtime *rt) {
           k->arch.min_sm, k->arch.max_sm, k->flags);
     char *saved_off;
     save_env("QC_W4X", &saved_off);
-    unsetenv("QC_W4X");
+    setenv("QC_W4X", "on", 1); /* opt-in */
     qc_reason why;
     static const int64_t ok_shapes[][2] = {{28672, 4096}, {4096, 14336}, {8, 1024},   {8, 32768},
                                            {16, 15360},   {1000, 7168},  {6144, 4096}, {4096, 4096}};
@@ -332,11 +332,13 @@ static void descriptors_xr(qc_runtime *rt) {
     expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_ASYM), "scheme");
     expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM | W4A16_SCHEME_PERM), "perm");
     expect_refused(k, f, prob(2, 4096, 4096, 128, W4A16_SCHEME_SYM), "m_range");
+    unsetenv("QC_W4X"); /* the default */
+    expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM), "off");
     setenv("QC_W4X", "off", 1);
     expect_refused(k, f, prob(1, 4096, 4096, 128, W4A16_SCHEME_SYM), "off");
-    unsetenv("QC_W4X");
-    /* the engine's pick at m = 1: every Llama-3-8B shape on sm_80 and sm_90; K 1152 goes to the fragment GEMV,
-       34 steps to gemv1 */
+    setenv("QC_W4X", "on", 1);
+    /* the engine's pick at m = 1 with QC_W4X=on: every Llama-3-8B shape on sm_80 and sm_90; K 1152 goes to the
+       fragment GEMV, 34 steps to gemv1 */
     static const struct {
         int64_t n, k;
         uint32_t sm;
