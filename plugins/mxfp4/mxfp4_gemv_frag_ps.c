@@ -647,6 +647,17 @@ static const char MXT_SRC[] = "#define MXP_GEMV1\n#define MXP_QSTEP 512\n#define
     "#endif\n"
     "}\n";
 
+/* what the m = 1 whole-line GEMVs (gemv1, gemv1_tma, gemv1_xr) need beyond the fragment GEMVs: K in 512-byte runs */
+static int mx_whole_steps(const char *id, const qc_problem *p, qc_reason *why) {
+    if (!mxfp4_frag_eligible(id, p, why)) return 0;
+    if (p->k % 1024) {
+        mxfp4_why(why, "align_k", "%s streams K in 512-byte runs (1024 codes), layer has K=%lld (mxfp4.gemv_frag_ps "
+                  "takes K %% 128 == 0)", id, (long long)p->k);
+        return 0;
+    }
+    return 1;
+}
+
 static void mxt_dims(const qc_problem *p, qc_launch_dims *d) {
     memset(d, 0, sizeof *d);
     if (p->m != 1 || p->n <= 0 || p->k < 1024 || MXT_SMEM(p->k) > MXT_SMEM_MAX) return;
@@ -664,12 +675,7 @@ static int mxt_eligible(const qc_problem *p, qc_reason *why) {
         mxfp4_why(why, "off", "%s is switched off (QC_MXT=off)", id);
         return 0;
     }
-    if (!mxfp4_frag_eligible(id, p, why)) return 0;
-    if (p->k % 1024) {
-        mxfp4_why(why, "align_k", "%s streams K in 512-byte runs (1024 codes), layer has K=%lld (mxfp4.gemv_frag_ps "
-                  "takes K %% 128 == 0)", id, (long long)p->k);
-        return 0;
-    }
+    if (!mx_whole_steps(id, p, why)) return 0;
     if (MXT_SMEM(p->k) > MXT_SMEM_MAX) {
         mxfp4_why(why, "shared_memory", "%s keeps x and 8 stages of 4 rows in shared memory, %lld bytes at K=%lld; two "
                   "blocks an SM allow %d (mxfp4.gemv1 takes it)", id, (long long)MXT_SMEM(p->k), (long long)p->k,
@@ -695,12 +701,7 @@ static int mxg_eligible(const qc_problem *p, qc_reason *why) {
         mxfp4_why(why, "off", "mxfp4.gemv1 is switched off (QC_MXG=off)");
         return 0;
     }
-    if (!mxfp4_frag_eligible("mxfp4.gemv1", p, why)) return 0;
-    if (p->k % 1024) {
-        mxfp4_why(why, "align_k", "mxfp4.gemv1 streams K in 512-byte runs (1024 codes), layer has K=%lld "
-                  "(mxfp4.gemv_frag_ps takes K %% 128 == 0)", (long long)p->k);
-        return 0;
-    }
+    if (!mx_whole_steps("mxfp4.gemv1", p, why)) return 0;
     return 1;
 }
 
@@ -718,12 +719,7 @@ static int mxx_eligible(const qc_problem *p, qc_reason *why) {
                   "gemv1_tma / gemv1 (docs/perf.md, session 23)", id);
         return 0;
     }
-    if (!mxfp4_frag_eligible(id, p, why)) return 0;
-    if (p->k % 1024) {
-        mxfp4_why(why, "align_k", "%s streams K in 512-byte runs (1024 codes), layer has K=%lld (mxfp4.gemv_frag_ps "
-                  "takes K %% 128 == 0)", id, (long long)p->k);
-        return 0;
-    }
+    if (!mx_whole_steps(id, p, why)) return 0;
     qc_xr_plan pl;
     if (!qc_xr_plan_of(p->n, p->k, g_mxx_warps, &pl)) {
         mxfp4_why(why, "k_range", "%s gives each of at most %d warps one or two 512-byte steps of K: K=%lld has %lld "

@@ -396,6 +396,36 @@ static void compiles(qc_runtime *rt, const kinfo *ki) {
 }
 
 /* mxfp4.gemv1 (m = 1, k % 1024): descriptor, refusals, the plan, the reference, sm_80 / sm_90a builds */
+/* kernel k through NVRTC for sm_80 (unless from_sm is 90) and sm_90a, ptxas's report for `entry` (NULL: the only
+ * one): no spills, at most max_regs registers */
+static void builds_clean(const qc_kernel_desc *k, const char *entry, int from_sm, int max_regs) {
+    char *tmp = nv_tmpdir();
+    int skip = 0;
+    qc_nvrtc *nv = tmp ? nv_open_or_skip(TEST, tmp, &skip) : NULL;
+    if (!nv) {
+        CHECK(skip, "NVRTC is required here");
+        if (tmp) nv_rm_rf(tmp);
+        return;
+    }
+    static const char *const opts[] = {"--ptxas-options=-v", NULL};
+    for (int t = from_sm >= 90 ? 1 : 0; t < 2; t++) {
+        qc_cubin c;
+        qc_reason why;
+        qc_status st = qc_nvrtc_compile(nv, k->id, k->cuda_source, k->cuda_entry, opts, t ? 90 : 80, t, &c, &why);
+        CHECK(st == QC_OK, "%s for sm_%d: %s: %s", k->id, t ? 90 : 80, why.code, why.text);
+        if (st != QC_OK) continue;
+        int regs, spill;
+        char *log = nv_ptxas_report(tmp, &c, entry, TEST, &regs, &spill);
+        CHECK(log && spill == 0 && regs > 0 && regs <= max_regs, "%s %s: %d registers, %d bytes spilled", k->id,
+              c.target, regs, spill);
+        printf("%s: %s for %s: %d registers, no spills\n", TEST, k->id, c.target, regs);
+        free(log);
+        qc_cubin_free(&c);
+    }
+    qc_nvrtc_destroy(nv);
+    nv_rm_rf(tmp);
+}
+
 static void gemv1_checks(qc_runtime *rt) {
     const char *ID = "mxfp4.gemv1";
     const qc_format_desc *f = qc_format_find(rt, "mxfp4");
@@ -448,30 +478,7 @@ static void gemv1_checks(qc_runtime *rt) {
     k->launch_dims(&p2, &d);
     CHECK(d.grid[0] == 0, "%s: m = 2 should give an empty grid", ID);
     references(rt, ID);
-    char *tmp = nv_tmpdir();
-    int skip = 0;
-    qc_nvrtc *nv = tmp ? nv_open_or_skip(TEST, tmp, &skip) : NULL;
-    if (!nv) {
-        CHECK(skip, "NVRTC is required here");
-        if (tmp) nv_rm_rf(tmp);
-        return;
-    }
-    static const char *const opts[] = {"--ptxas-options=-v", NULL};
-    for (int t = 0; t < 2; t++) {
-        qc_cubin c;
-        qc_status st = qc_nvrtc_compile(nv, ID, k->cuda_source, k->cuda_entry, opts, t ? 90 : 80, t, &c, &why);
-        CHECK(st == QC_OK, "%s for sm_%d: %s: %s", ID, t ? 90 : 80, why.code, why.text);
-        if (st != QC_OK) continue;
-        int regs, spill;
-        char *log = nv_ptxas_report(tmp, &c, NULL, TEST, &regs, &spill);
-        CHECK(log && spill == 0 && regs > 0 && regs <= 128, "%s %s: %d registers, %d bytes spilled", ID, c.target,
-              regs, spill);
-        printf("%s: %s for %s: %d registers, no spills\n", TEST, ID, c.target, regs);
-        free(log);
-        qc_cubin_free(&c);
-    }
-    qc_nvrtc_destroy(nv);
-    nv_rm_rf(tmp);
+    builds_clean(k, NULL, 80, 128);
 }
 
 /* mxfp4.gemv1_tma (sm_90, m = 1, k % 1024, k <= 5120, n >= QC_MXT_MIN_N when set): descriptor, refusals, the plan, the engine's pick,
@@ -542,29 +549,7 @@ static void gemv1_tma_checks(qc_runtime *rt) {
     if (saved_min) setenv("QC_MXT_MIN_N", saved_min, 1);
     free(saved_off), free(saved_min);
     references(rt, ID);
-    char *tmp = nv_tmpdir();
-    int skip = 0;
-    qc_nvrtc *nv = tmp ? nv_open_or_skip(TEST, tmp, &skip) : NULL;
-    if (!nv) {
-        CHECK(skip, "NVRTC is required here");
-        if (tmp) nv_rm_rf(tmp);
-        return;
-    }
-    static const char *const opts[] = {"--ptxas-options=-v", NULL};
-    qc_cubin c;
-    qc_status st = qc_nvrtc_compile(nv, ID, k->cuda_source, k->cuda_entry, opts, 90, 1, &c, &why);
-    CHECK(st == QC_OK, "%s for sm_90a: %s: %s", ID, why.code, why.text);
-    if (st == QC_OK) {
-        int regs, spill;
-        char *log = nv_ptxas_report(tmp, &c, "qc_mxfp4_gemv1_tma", TEST, &regs, &spill);
-        CHECK(log && spill == 0 && regs > 0 && regs <= 112, "%s %s: %d registers, %d bytes spilled", ID, c.target,
-              regs, spill);
-        printf("%s: %s for %s: %d registers, no spills\n", TEST, ID, c.target, regs);
-        free(log);
-        qc_cubin_free(&c);
-    }
-    qc_nvrtc_destroy(nv);
-    nv_rm_rf(tmp);
+    builds_clean(k, "qc_mxfp4_gemv1_tma", 90, 112);
 }
 
 /* mxfp4.gemv1_xr: opt-in (QC_MXX=on), sm_80+, m = 1, k % 1024 with at most 16 K slices; with it on the engine's
@@ -612,30 +597,7 @@ static void gemv1_xr_checks(qc_runtime *rt) {
     else unsetenv("QC_MXX");
     free(saved);
     references(rt, ID);
-    char *tmp = nv_tmpdir();
-    int skip = 0;
-    qc_nvrtc *nv = tmp ? nv_open_or_skip(TEST, tmp, &skip) : NULL;
-    if (!nv) {
-        CHECK(skip, "NVRTC is required here");
-        if (tmp) nv_rm_rf(tmp);
-        return;
-    }
-    static const char *const opts[] = {"--ptxas-options=-v", NULL};
-    for (int t = 0; t < 2; t++) {
-        qc_cubin c;
-        qc_status st = qc_nvrtc_compile(nv, ID, k->cuda_source, k->cuda_entry, opts, t ? 90 : 80, t, &c, &why);
-        CHECK(st == QC_OK, "%s for sm_%d: %s: %s", ID, t ? 90 : 80, why.code, why.text);
-        if (st != QC_OK) continue;
-        int regs, spill;
-        char *log = nv_ptxas_report(tmp, &c, "qc_mxfp4_gemv1_xr", TEST, &regs, &spill);
-        CHECK(log && spill == 0 && regs > 0 && regs <= 128, "%s %s: %d registers, %d bytes spilled", ID, c.target,
-              regs, spill);
-        printf("%s: %s for %s: %d registers, no spills\n", TEST, ID, c.target, regs);
-        free(log);
-        qc_cubin_free(&c);
-    }
-    qc_nvrtc_destroy(nv);
-    nv_rm_rf(tmp);
+    builds_clean(k, "qc_mxfp4_gemv1_xr", 80, 128);
 }
 
 int main(void) {
