@@ -7,9 +7,9 @@
 #include "../common/qc_env_opts.h"
 #include "../common/qc_gemv1_plan.h"
 #include "../common/qc_gemv1_xr_plan.h"
-#include "mxfp4_cuda_src.h"
 #include "../common/qc_tma_pipe_src.h"
 #include "mxfp4_cuda.h"
+#include "mxfp4_cuda_src.h"
 
 /*
  * mxfp4.gemv_frag_ps: y[m,n] = x[m,k] . dec(W)[n,k]^T for 1 <= m <= 16,
@@ -731,8 +731,8 @@ static int mxx_eligible(const qc_problem *p, qc_reason *why) {
 
 qc_status mxfp4_gemv1_register(const qc_host_api *api, qc_host *host, void (*bx_ref)(void)) {
     /* mxfp4.gemv1_xr first (only with QC_MXX=on), then mxfp4.gemv1_tma: the same M range, so registration order
-     * puts them ahead where they are eligible.  QC_MXX_OPTS: -D options of gemv1_xr (XR_D, XR_PF, XR_TRIGGER); QC_MXX_WARPS: its warps a
-     * block */
+     * puts them ahead where they are eligible.  QC_MXX_OPTS: -D options of gemv1_xr (XR_D, XR_PF, XR_TRIGGER);
+     * QC_MXX_WARPS: its warps a block */
     static char mxx_buf[8][QC_ENV_OPT_LEN];
     static const char *mxx_list[10];
     const int mxx_n = qc_env_defines("mxfp4", "QC_MXX_OPTS", mxx_buf, 8);

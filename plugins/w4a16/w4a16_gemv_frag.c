@@ -806,7 +806,7 @@ static int w4x_el_sym(const qc_problem *p, qc_reason *why) {
     static const char id[] = "w4a16.gemv1_xr_sym";
     const char *on = getenv("QC_W4X"); /* opt-in: measured slower than gemv1 / gemv1_tma (session 23) */
     if (!on || strcmp(on, "on") != 0) {
-        w4_why(why, "off", "%s is opt-in (QC_W4X=on): on the H100 it ran 2-26%% slower than gemv1_tma / gemv1 "
+        w4_why(why, "off", "%s is opt-in (QC_W4X=on): on the H100 it ran 2-22%% slower than gemv1_tma / gemv1 "
                "(docs/perf.md, session 23)", id);
         return 0;
     }

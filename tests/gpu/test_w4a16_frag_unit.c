@@ -30,6 +30,25 @@ static void expect_refused(const qc_kernel_desc *k, const qc_format_desc *f, qc_
           why.text, code);
 }
 
+/* The engine's pick at m = 1 (sym, g128) on each (n, k, sm): the kernel id wanted. */
+typedef struct m1_pick {
+    int64_t n, k;
+    uint32_t sm;
+    const char *want;
+} m1_pick;
+
+static void expect_picks(qc_runtime *rt, const qc_format_desc *f, const m1_pick *picks, size_t n) {
+    qc_reason why;
+    for (size_t i = 0; i < n; i++) {
+        const qc_kernel_desc *sel = NULL;
+        qc_problem ps = prob(1, picks[i].n, picks[i].k, 128, W4A16_SCHEME_SYM);
+        ps.sm = picks[i].sm;
+        CHECK(qc_select_format(rt, f, &ps, 1, &sel, &why) && sel && strcmp(sel->id, picks[i].want) == 0,
+              "GPU m=1 n=%lld k=%lld sm_%u chose %s, expected %s", (long long)ps.n, (long long)ps.k, ps.sm,
+              sel ? sel->id : why.text, picks[i].want);
+    }
+}
+
 /* Descriptor, every refusal with its code, the launch plan, and that the selection picks it for sym weights. */
 static void descriptors(qc_runtime *rt) {
     const qc_format_desc *f = qc_format_find(rt, "w4a16");
@@ -253,20 +272,9 @@ static void descriptors_tma(qc_runtime *rt) {
     char *saved_x;
     save_env("QC_W4X", &saved_x);
     unsetenv("QC_W4X");
-    static const struct {
-        int64_t n, k;
-        uint32_t sm;
-        const char *want;
-    } picks[] = {{28672, 4096, 90, KTID}, {28672, 4096, 80, K1ID}, {4096, 4096, 90, KTID},
+    static const m1_pick picks[] = {{28672, 4096, 90, KTID}, {28672, 4096, 80, K1ID}, {4096, 4096, 90, KTID},
                  {6144, 4096, 90, KTID},   {4096, 14336, 90, K1ID}};
-    for (size_t i = 0; i < sizeof picks / sizeof picks[0]; i++) {
-        const qc_kernel_desc *sel = NULL;
-        qc_problem ps = prob(1, picks[i].n, picks[i].k, 128, W4A16_SCHEME_SYM);
-        ps.sm = picks[i].sm;
-        CHECK(qc_select_format(rt, f, &ps, 1, &sel, &why) && sel && strcmp(sel->id, picks[i].want) == 0,
-              "GPU m=1 n=%lld k=%lld sm_%u chose %s, expected %s", (long long)ps.n, (long long)ps.k, ps.sm,
-              sel ? sel->id : why.text, picks[i].want);
-    }
+    expect_picks(rt, f, picks, sizeof picks / sizeof picks[0]);
     restore_env("QC_W4X", saved_x);
     /* the plan: blocks of a multiple of 4 rows covering n once, 9 warps, x + 8 stages + barriers */
     static const int64_t plans[][4] = {{28672, 4096, 256, 75904}, {16384, 6144, 256, 113792},
@@ -296,8 +304,8 @@ static void descriptors_tma(qc_runtime *rt) {
 
 /* w4a16.gemv1_xr_sym: sm_80+ and m = 1, gemv1's weight conditions, at most 16 K slices of one or two 512-byte steps
  * (k up to 32768 with an even step count, 15360 with an odd one); opt-in (QC_W4X=on), and then the engine's pick
- * at m = 1 on every Llama-3-8B shape on sm_80 and sm_90; the plan: blocks of RG x KS warps (16 wanted), one wave of them, at most one a row pair,
- * the slices' sums in shared memory (capped: more blocks past 40 KiB). */
+ * at m = 1 on every Llama-3-8B shape on sm_80 and sm_90; the plan: blocks of RG x KS warps (16 wanted), one wave
+ * of them, at most one a row pair, the slices' sums in shared memory (capped: more blocks past 40 KiB). */
 static void descriptors_xr(qc_runtime *rt) {
     const qc_format_desc *f = qc_format_find(rt, "w4a16");
     const qc_kernel_desc *k = qc_kernel_find(rt, KXID);
@@ -339,20 +347,9 @@ static void descriptors_xr(qc_runtime *rt) {
     setenv("QC_W4X", "on", 1);
     /* the engine's pick at m = 1 with QC_W4X=on: every Llama-3-8B shape on sm_80 and sm_90; K 1152 goes to the
        fragment GEMV, 34 steps to gemv1 */
-    static const struct {
-        int64_t n, k;
-        uint32_t sm;
-        const char *want;
-    } picks[] = {{28672, 4096, 90, KXID}, {28672, 4096, 80, KXID}, {4096, 4096, 90, KXID}, {6144, 4096, 90, KXID},
+    static const m1_pick picks[] = {{28672, 4096, 90, KXID}, {28672, 4096, 80, KXID}, {4096, 4096, 90, KXID}, {6144, 4096, 90, KXID},
                  {4096, 14336, 90, KXID}, {4096, 14336, 80, KXID}, {4096, 1152, 90, KID},  {8, 34816, 80, K1ID}};
-    for (size_t i = 0; i < sizeof picks / sizeof picks[0]; i++) {
-        const qc_kernel_desc *sel = NULL;
-        qc_problem ps = prob(1, picks[i].n, picks[i].k, 128, W4A16_SCHEME_SYM);
-        ps.sm = picks[i].sm;
-        CHECK(qc_select_format(rt, f, &ps, 1, &sel, &why) && sel && strcmp(sel->id, picks[i].want) == 0,
-              "GPU m=1 n=%lld k=%lld sm_%u chose %s, expected %s", (long long)ps.n, (long long)ps.k, ps.sm,
-              sel ? sel->id : why.text, picks[i].want);
-    }
+    expect_picks(rt, f, picks, sizeof picks / sizeof picks[0]);
     /* the plan without QC_W4X_WARPS: n, k -> blocks, warps a block, shared bytes */
     static const int64_t plans[][5] = {
         {28672, 4096, 132, 16, 1744},  /* 2 slices of 2 steps x 8 row groups; 109 pairs a block */

@@ -127,13 +127,11 @@ __device__ __forceinline__ void xr_gemv(const u16 *x, const u8 *q, const typenam
     const ll P = (n + 1) >> 1, pb0 = (ll)blockIdx.x * P / gridDim.x, pb1 = ((ll)blockIdx.x + 1) * P / gridDim.x;
     const ll mine = rg < rg_n && pb0 + rg < pb1 ? (pb1 - pb0 - rg + rg_n - 1) / rg_n : 0;
     const int c0 = ks * S;
-    /* pair i of this warp: rows 2 (pb0 + rg + i rg_n) and the next */
-    const u8 *qa = q + 2 * (pb0 + rg) * (ll)rowb + c0 * 512 + 64 * g + 16 * t;
-    const typename F::sc_t *sa = sc + 2 * (pb0 + rg) * (ll)srow + c0 * F::SSTEP + F::soff(g, t);
+    /* pair i of this warp: rows 2 (pb0 + rg + i rg_n) and the next.  Pairs are loaded in order: the next one's
+       codes, scales and row rb advance by a row group's stride */
+    const u8 *lq = q + 2 * (pb0 + rg) * (ll)rowb + c0 * 512 + 64 * g + 16 * t;
+    const typename F::sc_t *ls = sc + 2 * (pb0 + rg) * (ll)srow + c0 * F::SSTEP + F::soff(g, t);
     const ll qstep = 2 * (ll)rg_n * rowb, sstep = 2 * (ll)rg_n * srow;
-    /* pairs are loaded in order: the next one's pointers and its row rb advance by a row group's stride */
-    const u8 *lq = qa;
-    const typename F::sc_t *ls = sa;
     ll lrb = 2 * (pb0 + rg) + 1;
     auto load = [&](XrPair<S> &r) {
         const bool two = lrb < n; /* an odd n's last pair reads its last row twice */
